@@ -1,0 +1,98 @@
+package rawjson
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestSet(t *testing.T) {
+	tests := []struct {
+		name, in, key, val, want string
+	}{
+		{"replace keeps bytes", `{"name":"a","inputSchema":{"$schema":"x", "b" : 1.50}}`, "name", `"mcp__s__a"`, `{"name":"mcp__s__a","inputSchema":{"$schema":"x", "b" : 1.50}}`},
+		{"replace with spaces", `{ "z" : 1 , "name" : "a" }`, "name", `"b"`, `{ "z" : 1 , "name" : "b" }`},
+		{"append", `{"a":1}`, "b", `[1]`, `{"a":1,"b":[1]}`},
+		{"append empty", `{ }`, "b", `true`, `{"b":true}`},
+		{"duplicates all replaced", `{"a":1,"a":2}`, "a", `3`, `{"a":3,"a":3}`},
+		{"escaped key", `{"n\u0061me":"x"}`, "name", `"y"`, `{"n\u0061me":"y"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Set([]byte(tt.in), tt.key, json.RawMessage(tt.val))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("Set = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDelete(t *testing.T) {
+	tests := []struct {
+		name, in string
+		keys     []string
+		want     string
+	}{
+		{"middle", `{"a":1, "b":{"c":2}, "d":"x"}`, []string{"b"}, `{"a":1,"d":"x"}`},
+		{"absent unchanged", `{ "a" : 1 }`, []string{"z"}, `{ "a" : 1 }`},
+		{"all", `{"a":1,"b":2}`, []string{"a", "b"}, `{}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Delete([]byte(tt.in), tt.keys...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("Delete = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGetAndErrors(t *testing.T) {
+	raw, ok, err := Get([]byte(`{"a":{"x":[1,2]},"b":"s"}`), "a")
+	if err != nil || !ok || string(raw) != `{"x":[1,2]}` {
+		t.Fatalf("Get = %s %v %v", raw, ok, err)
+	}
+	if s, ok := String([]byte(`{"b":"s"}`), "b"); !ok || s != "s" {
+		t.Fatalf("String = %q %v", s, ok)
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":1} x`, `{"a":}`, ``} {
+		if _, _, err := Get([]byte(bad), "a"); err == nil {
+			t.Errorf("Get(%q): want error", bad)
+		}
+	}
+}
+
+func FuzzSet(f *testing.F) {
+	f.Add([]byte(`{"name":"a","b":[1,{"c":null}]}`), "name")
+	f.Add([]byte(`{}`), "x")
+	f.Add([]byte(` { "a" : "\"}" } `), "a")
+	f.Fuzz(func(t *testing.T, obj []byte, key string) {
+		if !utf8.ValidString(key) {
+			return // keys are the gateway's own ASCII names
+		}
+		out, err := Set(obj, key, json.RawMessage(`"v"`))
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("Set produced invalid JSON %q from %q: %v", out, obj, err)
+		}
+		if string(m[key]) != `"v"` {
+			t.Fatalf("Set did not set %q in %q: %q", key, obj, out)
+		}
+		del, err := Delete(out, key)
+		if err != nil {
+			t.Fatalf("Delete after Set: %v", err)
+		}
+		if _, ok, _ := Get(del, key); ok {
+			t.Fatalf("Delete left %q in %q", key, del)
+		}
+	})
+}

@@ -1,0 +1,543 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// Protocol versions of the legacy era, newest first. LatestProtocolVersion is
+// what a Client asks for in initialize.
+const (
+	LatestProtocolVersion = "2025-11-25"
+	protocol20250618      = "2025-06-18"
+	protocol20250326      = "2025-03-26"
+	protocol20241105      = "2024-11-05"
+)
+
+// supportedVersions are the versions a Client accepts from a server.
+var supportedVersions = []string{LatestProtocolVersion, protocol20250618, protocol20250326, protocol20241105}
+
+// Limits of tools/list pagination (PROTOCOL.md point 3).
+const maxListPages = 50
+
+// closeTimeout bounds the cancellation notice sent when a call's context
+// ends, which must outlive that context.
+const closeTimeout = 5 * time.Second
+
+// related identifies the request of ours that a server message belongs to,
+// when the transport knows it (the message came on that request's POST
+// stream). The zero value means "not related to any request we know".
+type related = jsonrpc.ID
+
+// transport moves JSON-RPC messages between a Client and one server.
+//
+// The Client calls start once, then send from any number of goroutines, then
+// close. Implementations serialize their own writes.
+type transport interface {
+	// start connects (spawns the process, opens the event stream) and from
+	// then on passes every message the server sends to recv, which must not
+	// block for long. rel is the id of our request whose stream carried the
+	// message, or the zero ID. start returns when the transport can send.
+	start(ctx context.Context, recv func(m *jsonrpc.Message, rel related)) error
+	// send delivers m. A transport whose answers travel on a channel tied to
+	// the message (streamable HTTP) reads that channel to its end, passing
+	// each message to recv with rel = m.ID, before it returns; for such a
+	// transport a request whose channel ends without its response is an
+	// error. It returns errSessionExpired when the server no longer knows
+	// the session, so that the Client initializes again.
+	send(ctx context.Context, m *jsonrpc.Message) error
+	// ready tells the transport that the handshake finished with version,
+	// so that it sends MCP-Protocol-Version from now on and opens what it
+	// opens after initialize (the streamable-HTTP GET stream).
+	ready(ctx context.Context, version string)
+	// close stops the transport within ctx and waits for what it started.
+	// It may be called more than once and concurrently with send.
+	close(ctx context.Context) error
+	// done is closed when the transport ended by itself or by close; err
+	// then reports why (nil after a clean close).
+	done() <-chan struct{}
+	err() error
+}
+
+// errSessionExpired is returned by a transport's send when the server
+// answered that the session is gone (404, or a TypeScript SDK's 400 "No valid
+// session ID").
+var errSessionExpired = errors.New("upstream session expired")
+
+// CallHooks receive what a server sends that belongs to one call: over
+// streamable HTTP, the messages on that call's POST stream.
+type CallHooks struct {
+	// Notify receives notifications tied to the call (progress, log
+	// messages). Nil drops them.
+	Notify func(m *jsonrpc.Message)
+	// Request answers a server-to-client request tied to the call
+	// (elicitation, sampling, roots). Nil leaves it to the Client's
+	// OnRequest.
+	Request RequestHandler
+}
+
+// RequestHandler answers a request from the server. It returns a result, or
+// a *jsonrpc.Error to send back as the error response.
+type RequestHandler func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error)
+
+// ClientOptions configures a Client.
+type ClientOptions struct {
+	// Name is the server's configured name, for logs and errors.
+	Name string
+	// Logger receives the client's logs. Nil discards them.
+	Logger *slog.Logger
+	// ClientInfo is the Implementation sent in initialize. If nil,
+	// {"name":"mcpgw","version":"dev"} is sent.
+	ClientInfo json.RawMessage
+	// Capabilities are the client capabilities declared in initialize. If
+	// nil, {} (none) is declared, so the server sends no requests the
+	// gateway cannot relay.
+	Capabilities json.RawMessage
+	// OnNotification receives the server's notifications that belong to no
+	// call (list_changed, log lines without a request). Nil drops them.
+	OnNotification func(m *jsonrpc.Message)
+	// OnRequest answers server requests that belong to no call, or to a call
+	// without CallHooks.Request. Nil answers ping with {} and anything else
+	// with method-not-found.
+	OnRequest RequestHandler
+	// MaxMessageBytes caps one message from the server: a stdio line, an SSE
+	// event or a JSON body. If zero, config.DefaultMaxResponseBody is used.
+	MaxMessageBytes int64
+	// HTTPClient sends the requests of the http and sse transports. If nil,
+	// a client with keep-alive connections and no overall timeout (streams
+	// are long-lived; calls are bounded by their contexts) is used.
+	HTTPClient *http.Client
+	// StopGrace is how long a stdio child gets after its stdin closes, and
+	// again after SIGTERM, before it is killed. If zero, 3s.
+	StopGrace time.Duration
+}
+
+// Client is a JSON-RPC client of one upstream server. It is safe for
+// concurrent use. Create it with NewStdio, NewHTTP or NewSSE, then Connect.
+type Client struct {
+	opts   ClientOptions
+	logger *slog.Logger
+	t      transport
+
+	nextID atomic.Int64
+
+	mu       sync.Mutex
+	pending  map[string]*call // by our request id
+	init     *InitializeResult
+	initGen  int // handshake generation, to re-initialize only once per expiry
+	initMu   sync.Mutex
+	closed   bool
+	closeErr error
+}
+
+// call is one request of ours waiting for its response.
+type call struct {
+	hooks *CallHooks
+	resp  chan *jsonrpc.Message // buffered 1
+}
+
+// InitializeResult is what the server answered to initialize, kept raw where
+// the gateway relays it.
+type InitializeResult struct {
+	ProtocolVersion string          `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ServerInfo      json.RawMessage `json:"serverInfo"`
+	Instructions    string          `json:"instructions,omitempty"`
+}
+
+func newClient(opts ClientOptions, t transport) *Client {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name != "" {
+		logger = logger.With("server", opts.Name)
+	}
+	return &Client{opts: opts, logger: logger, t: t, pending: make(map[string]*call)}
+}
+
+// Connect starts the transport and runs the initialize handshake, bounded by
+// ctx. On error the client is closed.
+func (c *Client) Connect(ctx context.Context) error {
+	if err := c.t.start(ctx, c.receive); err != nil {
+		c.t.close(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := c.initialize(ctx); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		c.Close(cctx)
+		return err
+	}
+	return nil
+}
+
+// initialize runs the handshake: initialize, check the version, then
+// notifications/initialized.
+func (c *Client) initialize(ctx context.Context) error {
+	info := c.opts.ClientInfo
+	if info == nil {
+		info = json.RawMessage(`{"name":"mcpgw","version":"dev"}`)
+	}
+	caps := c.opts.Capabilities
+	if caps == nil {
+		caps = json.RawMessage(`{}`)
+	}
+	params, err := json.Marshal(map[string]any{
+		"protocolVersion": LatestProtocolVersion,
+		"capabilities":    caps,
+		"clientInfo":      info,
+	})
+	if err != nil {
+		return err
+	}
+	raw, err := c.roundTrip(ctx, "initialize", params, nil)
+	if err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	var res InitializeResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("initialize: malformed result: %w", err)
+	}
+	if !slices.Contains(supportedVersions, res.ProtocolVersion) {
+		return fmt.Errorf("initialize: server chose protocol version %q, which mcpgw does not speak (it speaks %v)", res.ProtocolVersion, supportedVersions)
+	}
+	if res.ProtocolVersion != LatestProtocolVersion {
+		c.logger.Warn("upstream negotiated an older protocol version", "protocol_version", res.ProtocolVersion, "requested", LatestProtocolVersion)
+	}
+	c.t.ready(ctx, res.ProtocolVersion)
+	if err := c.t.send(ctx, jsonrpc.NewNotification("notifications/initialized", nil)); err != nil {
+		return fmt.Errorf("notifications/initialized: %w", err)
+	}
+	c.mu.Lock()
+	c.init = &res
+	c.initGen++
+	c.mu.Unlock()
+	return nil
+}
+
+// Initialized returns the server's answer to initialize, or nil before the
+// handshake finished.
+func (c *Client) Initialized() *InitializeResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.init
+}
+
+// Done is closed when the connection ended (process exit, stream lost, Close).
+func (c *Client) Done() <-chan struct{} { return c.t.done() }
+
+// Err reports why the connection ended, once Done is closed.
+func (c *Client) Err() error { return c.t.err() }
+
+// Call sends a request and waits for its result. A JSON-RPC error from the
+// server is returned as a *jsonrpc.Error. When ctx ends first, the server is
+// sent notifications/cancelled with the request's id (reason "timeout" for a
+// deadline) and the late response is dropped.
+func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
+	c.mu.Lock()
+	gen := c.initGen
+	c.mu.Unlock()
+	raw, err := c.roundTrip(ctx, method, params, hooks)
+	if errors.Is(err, errSessionExpired) {
+		c.logger.Info("upstream session expired; initializing again")
+		if err := c.reinitialize(ctx, gen); err != nil {
+			return nil, err
+		}
+		raw, err = c.roundTrip(ctx, method, params, hooks)
+	}
+	return raw, err
+}
+
+// reinitialize runs the handshake again unless another caller already did
+// since generation gen.
+func (c *Client) reinitialize(ctx context.Context, gen int) error {
+	c.initMu.Lock()
+	defer c.initMu.Unlock()
+	c.mu.Lock()
+	cur := c.initGen
+	c.mu.Unlock()
+	if cur != gen {
+		return nil
+	}
+	if err := c.initialize(ctx); err != nil {
+		return fmt.Errorf("initializing again after the session expired: %w", err)
+	}
+	return nil
+}
+
+// roundTrip sends one request under a fresh id and waits for its response.
+func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
+	id := jsonrpc.IntID(c.nextID.Add(1))
+	pc := &call{hooks: hooks, resp: make(chan *jsonrpc.Message, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.pending[id.String()] = pc
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id.String())
+		c.mu.Unlock()
+	}()
+
+	if err := c.t.send(ctx, jsonrpc.NewRequest(id, method, params)); err != nil {
+		// The answer may have been read before the error (a stream that
+		// broke after the response).
+		select {
+		case m := <-pc.resp:
+			return result(m)
+		default:
+		}
+		if ctx.Err() != nil {
+			c.cancel(ctx, id, method)
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	select {
+	case m := <-pc.resp:
+		return result(m)
+	case <-ctx.Done():
+		c.cancel(ctx, id, method)
+		return nil, ctx.Err()
+	case <-c.t.done():
+		// A response may have raced with the end of the transport.
+		select {
+		case m := <-pc.resp:
+			return result(m)
+		default:
+		}
+		return nil, &ConnectionError{Server: c.opts.Name, Err: c.t.err()}
+	}
+}
+
+func result(m *jsonrpc.Message) (json.RawMessage, error) {
+	if m.Error != nil {
+		return nil, m.Error
+	}
+	return m.Result, nil
+}
+
+// cancel tells the server that request id is no longer wanted (the spec's
+// notifications/cancelled; never for initialize, which must not be
+// cancelled).
+func (c *Client) cancel(ctx context.Context, id jsonrpc.ID, method string) {
+	if method == "initialize" {
+		return
+	}
+	reason := "cancelled by the client"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		reason = "timeout"
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ctx.Err()) {
+		reason = cause.Error()
+	}
+	params, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if err := c.t.send(sctx, jsonrpc.NewNotification("notifications/cancelled", params)); err != nil {
+		c.logger.Debug("sending notifications/cancelled failed", "err", err)
+	}
+}
+
+// Notify sends a notification to the server.
+func (c *Client) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	return c.t.send(ctx, jsonrpc.NewNotification(method, params))
+}
+
+// ListTools returns every tool the server lists, following nextCursor over at
+// most 50 pages. A repeated cursor is an error (a server that loops), as is
+// a page cap reached with more to come.
+func (c *Client) ListTools(ctx context.Context) ([]json.RawMessage, error) {
+	return c.listAll(ctx, "tools/list", "tools")
+}
+
+func (c *Client) listAll(ctx context.Context, method, field string) ([]json.RawMessage, error) {
+	var all []json.RawMessage
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return nil, fmt.Errorf("%s: more than %d pages; giving up", method, maxListPages)
+		}
+		var params json.RawMessage
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		raw, err := c.Call(ctx, method, params, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		var res struct {
+			NextCursor *string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("%s: malformed result: %w", method, err)
+		}
+		items, ok, err := rawjson.Get(raw, field)
+		if err != nil {
+			return nil, fmt.Errorf("%s: malformed result: %w", method, err)
+		}
+		if ok && string(items) != "null" {
+			var list []json.RawMessage
+			if err := json.Unmarshal(items, &list); err != nil {
+				return nil, fmt.Errorf("%s: %q is not an array: %w", method, field, err)
+			}
+			all = append(all, list...)
+		}
+		if res.NextCursor == nil || *res.NextCursor == "" {
+			return all, nil
+		}
+		cursor = *res.NextCursor
+		if seen[cursor] {
+			return nil, fmt.Errorf("%s: server repeated cursor %q; stopping", method, cursor)
+		}
+		seen[cursor] = true
+	}
+}
+
+// receive is the transport's recv: it routes one message from the server.
+func (c *Client) receive(m *jsonrpc.Message, rel related) {
+	switch {
+	case m.IsResponse():
+		c.mu.Lock()
+		pc := c.pending[m.ID.String()]
+		c.mu.Unlock()
+		if pc == nil {
+			c.logger.Debug("dropping response to no pending request", "id", m.ID.String())
+			return
+		}
+		select {
+		case pc.resp <- m:
+		default: // a duplicate response; the first one stands
+		}
+	case m.IsNotification():
+		if hooks := c.hooksFor(rel); hooks != nil && hooks.Notify != nil {
+			hooks.Notify(m)
+			return
+		}
+		if c.opts.OnNotification != nil {
+			c.opts.OnNotification(m)
+		}
+	case m.IsRequest():
+		h := c.opts.OnRequest
+		if hooks := c.hooksFor(rel); hooks != nil && hooks.Request != nil {
+			h = hooks.Request
+		}
+		if h == nil {
+			h = defaultRequestHandler
+		}
+		// Answer off the reader's goroutine: a handler may wait for a
+		// person (elicitation).
+		go c.answer(m, h)
+	}
+}
+
+func (c *Client) hooksFor(rel related) *CallHooks {
+	if !rel.IsValid() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pc := c.pending[rel.String()]; pc != nil {
+		return pc.hooks
+	}
+	return nil
+}
+
+// answer runs h for the server's request m and sends the response, bounded
+// by the lifetime of the connection.
+func (c *Client) answer(m *jsonrpc.Message, h RequestHandler) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.t.done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res, err := h(ctx, m)
+	var resp *jsonrpc.Message
+	if err != nil {
+		var jerr *jsonrpc.Error
+		if !errors.As(err, &jerr) {
+			jerr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		resp = jsonrpc.NewErrorResponse(m.ID, jerr)
+	} else {
+		resp = jsonrpc.NewResult(m.ID, res)
+	}
+	sctx, scancel := context.WithTimeout(ctx, closeTimeout)
+	defer scancel()
+	if err := c.t.send(sctx, resp); err != nil {
+		c.logger.Debug("answering a server request failed", "method", m.Method, "err", err)
+	}
+}
+
+// defaultRequestHandler answers what a client that declared no capabilities
+// is asked: ping.
+func defaultRequestHandler(_ context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
+	if m.Method == "ping" {
+		return json.RawMessage(`{}`), nil
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not offer %s to this server", m.Method)
+}
+
+// Close ends the connection within ctx: pending calls fail, the transport
+// stops (a stdio child is stopped and reaped; an HTTP session is deleted).
+// It is idempotent.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		select {
+		case <-c.t.done():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.closeErr
+	}
+	c.closed = true
+	c.mu.Unlock()
+	err := c.t.close(ctx)
+	c.mu.Lock()
+	c.closeErr = err
+	c.mu.Unlock()
+	return err
+}
+
+// ErrClosed is returned by calls on a closed Client.
+var ErrClosed = errors.New("upstream client closed")
+
+// ConnectionError reports that the connection to a server ended while a
+// call was waiting.
+type ConnectionError struct {
+	Server string
+	Err    error
+}
+
+func (e *ConnectionError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("connection to server %q closed", e.Server)
+	}
+	return fmt.Sprintf("connection to server %q lost: %v", e.Server, e.Err)
+}
+
+func (e *ConnectionError) Unwrap() error { return e.Err }

@@ -1,0 +1,75 @@
+package upstream
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/mcpgw/mcpgw/config"
+)
+
+const defaultStopGrace = 3 * time.Second
+
+// New returns a Client for srv over the transport srv names. Call Connect to
+// start it. srv must have passed config validation.
+func New(srv config.Server, opts ClientOptions) (*Client, error) {
+	if opts.Name == "" {
+		opts.Name = srv.Name
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = config.DefaultMaxResponseBody
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = defaultStopGrace
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = defaultHTTPClient
+	}
+	var t transport
+	switch srv.Transport {
+	case config.TransportStdio:
+		t = newStdioTransport(srv, &opts)
+	case config.TransportHTTP:
+		t = newHTTPTransport(srv, &opts)
+	case config.TransportSSE:
+		t = newSSETransport(srv, &opts)
+	default:
+		return nil, fmt.Errorf("server %q: unknown transport %q", srv.Name, srv.Transport)
+	}
+	c := newClient(opts, t)
+	return c, nil
+}
+
+// defaultHTTPClient keeps connections alive across calls and sets no overall
+// timeout: event streams are long-lived, and each call is bounded by its
+// context.
+var defaultHTTPClient = &http.Client{
+	Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+	},
+}
+
+// processInfo is implemented by transports that run a child process.
+type processInfo interface {
+	pid() int
+	lastStderr() string
+}
+
+// PID returns the process id of a stdio server's child, or 0.
+func (c *Client) PID() int {
+	if p, ok := c.t.(processInfo); ok {
+		return p.pid()
+	}
+	return 0
+}
+
+// LastStderr returns the last line a stdio server wrote to stderr, or "".
+func (c *Client) LastStderr() string {
+	if p, ok := c.t.(processInfo); ok {
+		return p.lastStderr()
+	}
+	return ""
+}

@@ -38,14 +38,17 @@ type Config struct {
 	// Listen is the address of the HTTP listener. Default DefaultListen.
 	Listen string `yaml:"listen"`
 	// PublicURL is the URL clients use to reach the gateway (scheme, host,
-	// port, no path). Default "http://" + Listen.
+	// port, no path; a trailing "/" is dropped). Default "http://" + Listen,
+	// with "localhost" for an empty or unspecified host (":8080",
+	// "0.0.0.0:8080"). When Listen's port is 0 the default keeps port 0:
+	// the caller sets the real one after binding.
 	PublicURL string `yaml:"public_url"`
 	// DataDir holds everything the gateway writes. Default DefaultDataDir.
 	DataDir string `yaml:"data_dir"`
 	// Secret keys the sealed tokens the gateway hands out (session ids;
 	// later cursors and task ids). Any string of at least 32 bytes; when
 	// empty, a random key is made at start and sealed tokens do not survive
-	// a restart.
+	// a restart. It is not ${VAR}-expanded.
 	Secret string `yaml:"secret"`
 	// CallTimeout bounds one forwarded call. Default DefaultCallTimeout;
 	// a server's Timeout overrides it.
@@ -62,11 +65,16 @@ type Config struct {
 	// SSE event or a JSON body. Default DefaultMaxResponseBody.
 	MaxResponseBody ByteSize `yaml:"max_response_body"`
 	// AllowedHosts are the Host header values accepted on /mcp (host or
-	// host:port). Default: the host of PublicURL plus loopback names.
+	// host:port), matched by HostAllowed: case-insensitively, and an entry
+	// without a port matches any port. If empty: the host of PublicURL, with
+	// its port and without, plus "localhost", "127.0.0.1" and "[::1]".
 	AllowedHosts []string `yaml:"allowed_hosts"`
-	// AllowedOrigins are the Origin header values accepted (scheme://host[:port]).
-	// Default: the origin of PublicURL plus loopback origins. A request
-	// without Origin is always allowed.
+	// AllowedOrigins are the Origin header values accepted
+	// (scheme://host[:port]; a trailing "/" is dropped), matched by
+	// OriginAllowed: case-insensitively, and an entry without a port matches
+	// any port. If empty: the origin of PublicURL plus http:// and https://
+	// "localhost", "127.0.0.1" and "[::1]". A request without Origin is
+	// always allowed.
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Sessions bounds the legacy edge's sessions.
 	Sessions Sessions `yaml:"sessions"`
@@ -94,7 +102,8 @@ type Sessions struct {
 // Admin configures the admin API under /admin.
 type Admin struct {
 	// Tokens are the SHA-256 hashes (hex) of the bearer tokens that may use
-	// the admin API, written "sha256:<hex>". With none, /admin answers 403.
+	// the admin API, written "sha256:<64 hex digits>"; the digits may be
+	// upper or lower case. With none, /admin answers 403.
 	Tokens []string `yaml:"tokens"`
 }
 
@@ -115,7 +124,8 @@ type Server struct {
 	Transport string `yaml:"transport"`
 	// Enabled is false to keep the entry without starting it. Default true.
 	Enabled *bool `yaml:"enabled"`
-	// Timeout overrides the gateway's CallTimeout for this server.
+	// Timeout overrides the gateway's CallTimeout for this server. If zero,
+	// CallTimeout is used; it may not be negative.
 	Timeout Duration `yaml:"timeout"`
 
 	// Command, Args, Env and Cwd start a stdio server. Env is added to a
@@ -128,7 +138,8 @@ type Server struct {
 
 	// URL, APIKey and Headers reach an http or sse server. APIKey is sent as
 	// "Authorization: Bearer <key>". URL must be https unless its host is
-	// loopback.
+	// loopback. URL, APIKey and the values of Headers and Env are the only
+	// fields where Parse expands ${VAR} (see Expand).
 	URL     string            `yaml:"url"`
 	APIKey  string            `yaml:"api_key"`
 	Headers map[string]string `yaml:"headers"`

@@ -178,6 +178,51 @@ func Encode(m *Message) ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// MarshalJSON implements json.Marshaler. A response always carries "id",
+// null when the request's id could not be read, as JSON-RPC 2.0 requires;
+// a notification never does.
+func (m *Message) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 64+len(m.Params)+len(m.Result))
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if m.ID.IsValid() || m.IsResponse() {
+		b = append(b, `,"id":`...)
+		if m.ID.IsValid() {
+			b = append(b, m.ID.raw...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	if m.Method != "" {
+		method, err := json.Marshal(m.Method)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"method":`...)
+		b = append(b, method...)
+		if len(m.Params) > 0 {
+			b = append(b, `,"params":`...)
+			b = append(b, m.Params...)
+		}
+		return append(b, '}'), nil
+	}
+	if m.Error != nil {
+		e, err := json.Marshal(m.Error)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"error":`...)
+		b = append(b, e...)
+		return append(b, '}'), nil
+	}
+	b = append(b, `,"result":`...)
+	if len(m.Result) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, m.Result...)
+	}
+	return append(b, '}'), nil
+}
+
 // ErrEmpty is returned by Parse for a body with no JSON value, and for an
 // empty batch, which JSON-RPC 2.0 calls an invalid request.
 var ErrEmpty = errors.New("empty message")

@@ -1,0 +1,98 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fuzzSecret is the value of every variable FuzzParse sets; no problem may
+// show it.
+const fuzzSecret = "zq7-fuzz-secret-9f2"
+
+func FuzzParse(f *testing.F) {
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("servers: [{name: a, transport: stdio, command: x, env: {A: '${X}'}}]"))
+	f.Add([]byte("sessions: &a {<<: *a, max: 5}"))
+	f.Add([]byte("servers:\n - &s {name: a, transport: http, url: 'https://${X}'}\n - {<<: *s, name: b}\n"))
+
+	lookupEnv := func(name string) (string, bool) {
+		if strings.HasPrefix(name, "UNSET") {
+			return "", false
+		}
+		return fuzzSecret, true
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, ps := Parse(data, lookupEnv)
+		if c == nil {
+			t.Fatal("Parse returned a nil Config")
+		}
+		if !strings.Contains(string(data), fuzzSecret) {
+			for _, p := range ps {
+				if strings.Contains(p.String(), fuzzSecret) {
+					t.Errorf("problem shows a variable's value: %v", p)
+				}
+			}
+		}
+		if len(ps) > 0 {
+			return
+		}
+		if again := c.validate(); again != nil {
+			t.Errorf("Parse found no problem, but validate finds:\n%v", again)
+		}
+		for _, s := range c.Servers {
+			if !validName(s.Name) {
+				t.Errorf("Parse accepted the server name %q", s.Name)
+			}
+		}
+	})
+}
+
+// validName is the name rule, written independently of ValidateServer.
+func validName(name string) bool {
+	if name == "" || len(name) > 32 || strings.Contains(name, "__") {
+		return false
+	}
+	return strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
+}
+
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"", "plain", "${A}", "${A:-b}", "$$", "${", "${1X}", "$", "a$b${C}d", "${UNSET:-x}${UNSET}", "${A:-${B}}"} {
+		f.Add(s)
+	}
+	lookupEnv := func(name string) (string, bool) {
+		if strings.HasPrefix(name, "UNSET") {
+			return "", false
+		}
+		return "<" + name + ">", true
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := Expand(s, lookupEnv)
+		if err != nil && got != "" {
+			t.Errorf("Expand(%q) = %q with an error; want \"\"", s, got)
+		}
+		if !strings.Contains(s, "$") && (got != s || err != nil) {
+			t.Errorf("Expand(%q) = %q, %v; want it unchanged", s, got, err)
+		}
+		// Escaping every "$" makes any string expand to itself.
+		escaped := strings.ReplaceAll(s, "$", "$$")
+		if got, err := Expand(escaped, lookupEnv); got != s || err != nil {
+			t.Errorf("Expand(%q) = %q, %v; want %q", escaped, got, err, s)
+		}
+		// A reference to a set variable is replaced by its value.
+		if got, err := Expand(escaped+"${V}", lookupEnv); got != s+"<V>" || err != nil {
+			t.Errorf("Expand(%q) = %q, %v; want %q", escaped+"${V}", got, err, s+"<V>")
+		}
+	})
+}

@@ -1,0 +1,623 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.yaml.in/yaml/v3"
+)
+
+// lookup returns a lookupEnv func over env.
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+}
+
+// fatal and skipped build the expected problems of the fixture tables.
+func fatal(path, msg string) Problem { return Problem{Path: path, Message: msg, Fatal: true} }
+
+func skipped(server, path, msg string) Problem {
+	return Problem{Path: path, Message: msg, Server: server}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The bad fixtures: each maps to its exact problems (STYLE.md, Tests).
+var badFixtures = []struct {
+	name        string // file in testdata
+	env         map[string]string
+	want        Problems
+	wantServers []string // names of the servers that passed
+}{
+	{
+		name: "syntax.bad.yaml",
+		// yaml reports the line of the block the error is in.
+		want: Problems{fatal("", "invalid YAML: line 3: did not find expected '-' indicator")},
+	},
+	{
+		name: "not_mapping.bad.yaml",
+		want: Problems{fatal("", `the file must be a mapping of settings, like "listen: ..." and "servers: ...", not a list`)},
+	},
+	{
+		name: "two_documents.bad.yaml",
+		want: Problems{fatal("", "line 2: a second YAML document; the file must hold one")},
+	},
+	{
+		name: "servers_not_list.bad.yaml",
+		want: Problems{fatal("servers", "must be a list of server entries, not a mapping")},
+	},
+	{
+		name: "unknown_keys.bad.yaml",
+		want: Problems{
+			fatal("listne", `unknown key (did you mean "listen"?)`),
+			fatal("Data_Dir", `unknown key (did you mean "data_dir"?)`),
+			fatal("sessions.idle_timout", `unknown key (did you mean "idle_timeout"?)`),
+			fatal("sessions.maxPerPrincipal", `unknown key (did you mean "max_per_principal"?)`),
+			fatal("log.colour", "unknown key"),
+			skipped("files", `servers[0] (name "files").comand`, `unknown key (did you mean "command"?)`),
+			skipped("files", `servers[0] (name "files").command`, "missing; a stdio server needs the command to run"),
+			skipped("search", `servers[1] (name "search").apiKey`, `unknown key (did you mean "api_key"?)`),
+			skipped("search", `servers[1] (name "search").tls`, "unknown key"),
+		},
+		wantServers: []string{"ok"},
+	},
+	{
+		name: "duplicate_keys.bad.yaml",
+		want: Problems{
+			fatal("listen", "key given twice (lines 1 and 2)"),
+			skipped("files", `servers[0] (name "files").command`, "key given twice (lines 6 and 7)"),
+			skipped("web", `servers[1] (name "web").headers.X-A`, "key given twice (line 11, columns 15 and 25)"),
+		},
+		wantServers: []string{"ok"},
+	},
+	{
+		name: "wrong_types.bad.yaml",
+		want: Problems{
+			fatal("listen", "must be a string, not a list"),
+			fatal("allowed_hosts", "must be a list, not a string"),
+			fatal("sessions.max", "must be a whole number, not a string"),
+			fatal("admin", "must be a mapping of keys to values, not a list"),
+			fatal("log.level", "must be a string, not a mapping"),
+			skipped("files", `servers[0] (name "files").args`, "must be a list, not a string"),
+			skipped("files", `servers[0] (name "files").enabled`, "must be true or false, not a string"),
+			skipped("", "servers[1]", "must be a mapping (a server entry), not a string"),
+			skipped("", "servers[2]", "empty entry; a server needs at least a name and a transport"),
+			skipped("web", `servers[3] (name "web").headers`, "must be a mapping of names to values, not a list"),
+		},
+		wantServers: []string{"ok"},
+	},
+	{
+		name: "gateway_values.bad.yaml",
+		want: Problems{
+			fatal("listen", `"localhost" is not host:port, like "127.0.0.1:8080" or ":8080"`),
+			fatal("public_url", `must not have a path: it is the gateway's origin, like "https://mcp.example.com"`),
+			fatal("data_dir", "must not be empty"),
+			fatal("secret", "must be at least 32 bytes long, or empty for a random key at each start"),
+			fatal("call_timeout", "must be more than 0"),
+			fatal("start_timeout", "must be more than 0"),
+			fatal("max_request_body", "must be at most 1GiB"),
+			fatal("max_response_body", "must be more than 0"),
+			fatal("allowed_hosts[1]", `"https://mcp.example.com/" is not a host or host:port, like "mcp.example.com" or "localhost:8080"`),
+			fatal("allowed_origins[0]", `"mcp.example.com" is not an origin scheme://host[:port] without a path, like "https://app.example.com"`),
+			fatal("sessions.idle_timeout", "must be more than 0"),
+			fatal("sessions.max_per_principal", "must be at most sessions.max (10)"),
+			fatal("admin.tokens[0]", `must be "sha256:" and the 64 hex digits of the token's SHA-256, such as printf %s "$TOKEN" | sha256sum prints; never the token itself`),
+			fatal("log.level", `"verbose" is not one of debug, info, warn, error`),
+			fatal("log.format", `"yaml" is not one of json, text`),
+		},
+	},
+	{
+		name: "public_url.bad.yaml",
+		want: Problems{fatal("public_url", "must start with http:// or https://")},
+	},
+	{
+		name: "units.bad.yaml",
+		want: Problems{
+			fatal("call_timeout", `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
+			fatal("start_timeout", `"2 minutes" is not a duration; write one with a unit, like "90s" or "2m"`),
+			fatal("shutdown_grace", `must be a duration like "90s" or "2m", not a list`),
+			fatal("max_request_body", `"4mb" has an unknown unit "mb"; units are case-sensitive: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024)`),
+			fatal("max_response_body", `"1.5MiB" is not a whole number; use a smaller unit, like "1536KiB" for 1.5MiB`),
+			fatal("sessions.idle_timeout", `must be a duration like "90s" or "2m", not true or false`),
+			skipped("slow", `servers[0] (name "slow").timeout`, `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
+		},
+	},
+	{
+		name: "names.bad.yaml",
+		want: Problems{
+			skipped("", "servers[0].name", "missing; a name is 1 to 32 of a-z, 0-9 and -"),
+			skipped("Files", `servers[1] (name "Files").name`, `"Files" contains 'F'; only a-z, 0-9 and - are allowed`),
+			skipped("my__files", `servers[2] (name "my__files").name`, `"my__files" contains "__", which separates the server from the tool in exposed names`),
+			skipped("my_files", `servers[3] (name "my_files").name`, `"my_files" contains '_'; only a-z, 0-9 and - are allowed`),
+			skipped("a-name-that-is-far-too-long-for-tools", `servers[4] (name "a-name-that-is-far-too-long-for-tools").name`, `"a-name-that-is-far-too-long-for-tools" is 37 characters long; the limit is 32`),
+			skipped("files", "servers[6]", `name "files" is already used by servers[5]`),
+		},
+		wantServers: []string{"files"},
+	},
+	{
+		name: "transports.bad.yaml",
+		want: Problems{
+			skipped("none", `servers[0] (name "none").transport`, "missing; one of stdio, http, sse"),
+			skipped("grpc", `servers[1] (name "grpc").transport`, `"grpc" is not one of stdio, http, sse`),
+			skipped("stdio-no-command", `servers[2] (name "stdio-no-command").command`, "missing; a stdio server needs the command to run"),
+			skipped("stdio-with-http-keys", `servers[3] (name "stdio-with-http-keys").url`, "not used by stdio servers (url, api_key and headers are for http and sse)"),
+			skipped("stdio-with-http-keys", `servers[3] (name "stdio-with-http-keys").api_key`, "not used by stdio servers (url, api_key and headers are for http and sse)"),
+			skipped("stdio-with-http-keys", `servers[3] (name "stdio-with-http-keys").headers`, "not used by stdio servers (url, api_key and headers are for http and sse)"),
+			skipped("http-no-url", `servers[4] (name "http-no-url").url`, "missing; an http server needs its URL"),
+			skipped("http-with-stdio-keys", `servers[5] (name "http-with-stdio-keys").command`, "not used by http servers (command, args, env and cwd are for stdio)"),
+			skipped("http-with-stdio-keys", `servers[5] (name "http-with-stdio-keys").args`, "not used by http servers (command, args, env and cwd are for stdio)"),
+			skipped("http-with-stdio-keys", `servers[5] (name "http-with-stdio-keys").env`, "not used by http servers (command, args, env and cwd are for stdio)"),
+			skipped("http-with-stdio-keys", `servers[5] (name "http-with-stdio-keys").cwd`, "not used by http servers (command, args, env and cwd are for stdio)"),
+			skipped("negative-timeout", `servers[6] (name "negative-timeout").timeout`, "must not be negative (0 means the gateway's call_timeout)"),
+		},
+		wantServers: []string{"ok"},
+	},
+	{
+		name: "urls.bad.yaml",
+		want: Problems{
+			skipped("plain-http", `servers[0] (name "plain-http").url`, "must use https unless the host is loopback (localhost, 127.0.0.0/8, ::1), so the api_key and headers do not cross the network in the clear"),
+			skipped("ftp", `servers[1] (name "ftp").url`, "must start with http:// or https://"),
+			skipped("no-host", `servers[2] (name "no-host").url`, "has no host"),
+			skipped("bad-port", `servers[3] (name "bad-port").url`, "is not a valid URL"),
+			skipped("relative", `servers[4] (name "relative").url`, "must start with http:// or https://"),
+		},
+		wantServers: []string{"loopback-v4", "loopback-v6", "loopback-name"},
+	},
+	{
+		name: "headers_env.bad.yaml",
+		want: Problems{
+			skipped("headers", `servers[0] (name "headers").headers.Authorization`, `conflicts with api_key, which is sent as "Authorization: Bearer <key>"; use api_key alone`),
+			skipped("headers", `servers[0] (name "headers").headers["Bad Header"]`, `"Bad Header" is not a valid header name (letters, digits and !#$%&'*+-.^_`+"`"+`|~)`),
+			skipped("headers", `servers[0] (name "headers").headers.Mcp-Session-Id`, "is set by the gateway for each session; it cannot be configured"),
+			skipped("headers", `servers[0] (name "headers").headers.X-Newline`, "value contains a control character, such as a newline"),
+			skipped("headers", `servers[0] (name "headers").headers.mcp-protocol-version`, "is set by the gateway for each session; it cannot be configured"),
+			skipped("headers", `servers[0] (name "headers").headers.x-team`, `is the same header as "X-Team" (header names are case-insensitive)`),
+			skipped("env", `servers[2] (name "env").env.1BAD`, `"1BAD" is not a valid variable name (letters, digits and _, not starting with a digit)`),
+			skipped("env", `servers[2] (name "env").env.NUL`, "value contains a NUL byte"),
+			skipped("env", `servers[2] (name "env").env["WITH SPACE"]`, `"WITH SPACE" is not a valid variable name (letters, digits and _, not starting with a digit)`),
+		},
+		wantServers: []string{"authorization-alone"},
+	},
+	{
+		name: "expand.bad.yaml",
+		env:  map[string]string{"HOST": "h.example.com"},
+		want: Problems{
+			skipped("search", `servers[0] (name "search").api_key`, "environment variable SEARCH_TOKEN is not set (use ${SEARCH_TOKEN:-default} for a default)"),
+			skipped("malformed", `servers[1] (name "malformed").url`, "unterminated ${ at byte 8 (write $$ for a literal $)"),
+			skipped("malformed", `servers[1] (name "malformed").headers.X-Empty`, "malformed ${...} at byte 0: a variable name is letters, digits and _, not starting with a digit (write $$ for a literal $)"),
+			skipped("malformed", `servers[1] (name "malformed").headers.X-Key`, "malformed ${...} at byte 0: a variable name is letters, digits and _, not starting with a digit (write $$ for a literal $)"),
+			skipped("two-unset", `servers[2] (name "two-unset").env.D`, "environment variable MISSING is not set (use ${MISSING:-default} for a default)"),
+			skipped("two-unset", `servers[2] (name "two-unset").env.D`, "environment variable ALSO_MISSING is not set (use ${ALSO_MISSING:-default} for a default)"),
+		},
+		// command, args and cwd are not expanded.
+		wantServers: []string{"not-expanded"},
+	},
+}
+
+func TestParse_BadFixtures(t *testing.T) {
+	for _, tt := range badFixtures {
+		t.Run(tt.name, func(t *testing.T) {
+			c, got := parseFile(t, tt.name, tt.env)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantServers, serverNames(c)); diff != "" {
+				t.Errorf("servers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func parseFile(t *testing.T, name string, env map[string]string) (*Config, Problems) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ps := Parse(data, lookup(env))
+	if c == nil {
+		t.Fatal("Parse returned a nil Config")
+	}
+	return c, ps
+}
+
+func serverNames(c *Config) []string {
+	var names []string
+	for _, s := range c.Servers {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// fullEnv is the environment testdata/full.yaml expects.
+var fullEnv = map[string]string{"GITHUB_TOKEN": "ghp-test", "SEARCH_API_KEY": "search-key"}
+
+// The good fixtures parse without problems to exactly this.
+var goodFixtures = []struct {
+	name string
+	env  map[string]string
+	want *Config
+}{
+	{
+		name: "full.yaml",
+		env:  fullEnv,
+		want: &Config{
+			Listen:          "127.0.0.1:8080",
+			PublicURL:       "https://mcp.example.com",
+			DataDir:         "./data",
+			CallTimeout:     Duration(2 * time.Minute),
+			StartTimeout:    Duration(2 * time.Minute),
+			ShutdownGrace:   Duration(10 * time.Second),
+			MaxRequestBody:  4 << 20,
+			MaxResponseBody: 64 << 20,
+			AllowedHosts:    []string{"mcp.example.com", "localhost", "127.0.0.1", "[::1]"},
+			AllowedOrigins:  []string{"https://mcp.example.com", "http://localhost", "https://localhost"},
+			Sessions:        Sessions{IdleTimeout: Duration(30 * time.Minute), Max: 10000, MaxPerPrincipal: 1000},
+			Admin:           Admin{Tokens: []string{}},
+			Log:             Log{Level: "info", Format: "json"},
+			Servers: []Server{
+				{
+					Name:      "files",
+					Transport: "stdio",
+					Enabled:   ptr(true),
+					Timeout:   Duration(30 * time.Second),
+					Command:   "npx",
+					Args:      []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/shared"},
+					Env:       map[string]string{"LOG_LEVEL": "warn", "GITHUB_TOKEN": "ghp-test"},
+					Cwd:       "/srv",
+				},
+				{
+					Name:      "search",
+					Transport: "http",
+					URL:       "https://search.example.com/mcp",
+					APIKey:    "search-key",
+					Headers:   map[string]string{"X-Team": "platform"},
+				},
+				{
+					Name:      "legacy-notes",
+					Transport: "sse",
+					URL:       "http://127.0.0.1:3001/sse",
+					Enabled:   ptr(false),
+				},
+			},
+		},
+	},
+	{
+		name: "anchors.good.yaml",
+		want: withServers(defaultsFor("http://127.0.0.1:8080"),
+			Server{Name: "files", Transport: "stdio", Command: "mcp-files", Env: map[string]string{"LOG_LEVEL": "warn", "REGION": "eu"}},
+			Server{Name: "files2", Transport: "stdio", Command: "mcp-files", Args: []string{"--root", "/srv"}, Env: map[string]string{"LOG_LEVEL": "warn", "REGION": "us"}},
+			Server{Name: "web", Transport: "http", URL: "https://web.example.com/mcp", Headers: map[string]string{"X-Team": "platform"}},
+			Server{Name: "web2", Transport: "http", URL: "https://web2.example.com/mcp", Headers: map[string]string{"X-Team": "platform"}},
+		),
+	},
+	{
+		name: "expand.good.yaml",
+		env: map[string]string{
+			"SEARCH_URL":   "https://search.example.com/mcp",
+			"SEARCH_TOKEN": "s3cret",
+			"EMPTY":        "",
+			"A":            "a",
+			"B":            "b",
+		},
+		want: withServers(defaultsFor("http://127.0.0.1:8080"),
+			Server{
+				Name:      "search",
+				Transport: "http",
+				URL:       "https://search.example.com/mcp",
+				APIKey:    "s3cret",
+				Headers:   map[string]string{"X-Team": "platform", "X-Price": "$5 and $ alone"},
+			},
+			Server{
+				Name:      "files",
+				Transport: "stdio",
+				Command:   "mcp-files",
+				Env: map[string]string{
+					"EMPTY_DEFAULT":        "",
+					"SET_BUT_EMPTY":        "fallback",
+					"SET_EMPTY_NO_DEFAULT": "",
+					"LITERAL":              "${NOT_A_VARIABLE}",
+					"TWO":                  "ab",
+				},
+			},
+		),
+	},
+}
+
+func TestParse_GoodFixtures(t *testing.T) {
+	for _, tt := range goodFixtures {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ps := parseFile(t, tt.name, tt.env)
+			if ps != nil {
+				t.Fatalf("problems:\n%v", ps)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Every fixture is in one of the tables, so none is forgotten.
+func TestFixtures_AllInTables(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]bool{}
+	for _, tt := range badFixtures {
+		bad[tt.name] = true
+	}
+	good := map[string]bool{}
+	for _, tt := range goodFixtures {
+		good[tt.name] = true
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		if strings.HasSuffix(name, ".bad.yaml") != bad[name] || !bad[name] && !good[name] {
+			t.Errorf("testdata/%s: want *.bad.yaml in badFixtures and the others in goodFixtures", name)
+		}
+	}
+}
+
+// defaultsFor is the Config of an empty file whose public URL is publicURL
+// (with its defaults for listen).
+func defaultsFor(publicURL string) *Config {
+	c := defaultConfig()
+	c.PublicURL = publicURL
+	c.AllowedHosts = []string{"127.0.0.1:8080", "127.0.0.1", "localhost", "[::1]"}
+	c.AllowedOrigins = []string{"http://127.0.0.1:8080", "http://localhost", "https://localhost", "http://127.0.0.1", "https://127.0.0.1", "http://[::1]", "https://[::1]"}
+	return c
+}
+
+func withServers(c *Config, ss ...Server) *Config {
+	c.Servers = ss
+	return c
+}
+
+func TestParse_Defaults(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want *Config
+	}{
+		{
+			name: "empty file",
+			yaml: "",
+			want: defaultsFor("http://127.0.0.1:8080"),
+		},
+		{
+			name: "comments only",
+			yaml: "# nothing yet\n",
+			want: defaultsFor("http://127.0.0.1:8080"),
+		},
+		{
+			name: "keys without values take the defaults",
+			yaml: "listen:\ncall_timeout:\nsessions:\n  max:\nservers:\n",
+			want: defaultsFor("http://127.0.0.1:8080"),
+		},
+		{
+			name: "listen on all interfaces is reached on localhost",
+			yaml: `listen: ":9090"`,
+			want: func() *Config {
+				c := defaultConfig()
+				c.Listen = ":9090"
+				c.PublicURL = "http://localhost:9090"
+				c.AllowedHosts = []string{"localhost:9090", "localhost", "127.0.0.1", "[::1]"}
+				c.AllowedOrigins = []string{"http://localhost:9090", "http://localhost", "https://localhost", "http://127.0.0.1", "https://127.0.0.1", "http://[::1]", "https://[::1]"}
+				return c
+			}(),
+		},
+		{
+			name: "port 0 stays for the caller to fix; the defaults match any port",
+			yaml: `listen: "[::1]:0"`,
+			want: func() *Config {
+				c := defaultConfig()
+				c.Listen = "[::1]:0"
+				c.PublicURL = "http://[::1]:0"
+				c.AllowedHosts = []string{"[::1]", "localhost", "127.0.0.1"}
+				c.AllowedOrigins = []string{"http://[::1]", "http://localhost", "https://localhost", "http://127.0.0.1", "https://127.0.0.1", "https://[::1]"}
+				return c
+			}(),
+		},
+		{
+			name: "public_url loses its trailing slash and gives the defaults",
+			yaml: "public_url: HTTPS://MCP.Example.com/",
+			want: func() *Config {
+				c := defaultConfig()
+				c.PublicURL = "HTTPS://MCP.Example.com"
+				c.AllowedHosts = []string{"mcp.example.com", "localhost", "127.0.0.1", "[::1]"}
+				c.AllowedOrigins = []string{"https://mcp.example.com", "http://localhost", "https://localhost", "http://127.0.0.1", "https://127.0.0.1", "http://[::1]", "https://[::1]"}
+				return c
+			}(),
+		},
+		{
+			name: "explicit allowed lists replace the defaults; origins lose a trailing slash",
+			yaml: "public_url: https://mcp.example.com:8443\nallowed_hosts: [mcp.example.com:8443]\nallowed_origins: [\"https://app.example.com/\"]\n",
+			want: func() *Config {
+				c := defaultConfig()
+				c.PublicURL = "https://mcp.example.com:8443"
+				c.AllowedHosts = []string{"mcp.example.com:8443"}
+				c.AllowedOrigins = []string{"https://app.example.com"}
+				return c
+			}(),
+		},
+		{
+			name: "sizes and durations",
+			yaml: "max_request_body: 1GiB\nmax_response_body: 512 KiB\ncall_timeout: 1h30m\nsecret: 0123456789abcdef0123456789abcdef\nadmin: {tokens: [\"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789ABCDEF\"]}\n",
+			want: func() *Config {
+				c := defaultsFor("http://127.0.0.1:8080")
+				c.MaxRequestBody = 1 << 30
+				c.MaxResponseBody = 512 << 10
+				c.CallTimeout = Duration(90 * time.Minute)
+				c.Secret = "0123456789abcdef0123456789abcdef"
+				c.Admin.Tokens = []string{"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789ABCDEF"}
+				return c
+			}(),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ps := Parse([]byte(tt.yaml), nil)
+			if ps != nil {
+				t.Fatalf("problems:\n%v", ps)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A parsed Config written back as YAML parses to the same Config.
+func TestParse_RoundTrip(t *testing.T) {
+	c, ps := parseFile(t, "full.yaml", fullEnv)
+	if ps != nil {
+		t.Fatalf("problems:\n%v", ps)
+	}
+	data, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ps := Parse(data, nil)
+	if ps != nil {
+		t.Fatalf("problems parsing\n%s:\n%v", data, ps)
+	}
+	if diff := cmp.Diff(c, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	c, ps, err := Load(filepath.Join("testdata", "full.yaml"), lookup(fullEnv))
+	if err != nil || ps != nil {
+		t.Fatalf("Load(full.yaml) = _, %v, %v; want no problems", ps, err)
+	}
+	if diff := cmp.Diff([]string{"files", "search", "legacy-notes"}, serverNames(c)); diff != "" {
+		t.Errorf("servers (-want +got):\n%s", diff)
+	}
+
+	c, ps, err = Load(filepath.Join("testdata", "no-such-file.yaml"), nil)
+	if !errors.Is(err, fs.ErrNotExist) || c != nil || ps != nil {
+		t.Errorf("Load(missing file) = %v, %v, %v; want nil, nil, ErrNotExist", c, ps, err)
+	}
+
+	_, ps, err = Load(filepath.Join("testdata", "syntax.bad.yaml"), nil)
+	if err != nil || !ps.Fatal() {
+		t.Errorf("Load(syntax.bad.yaml) = _, %v, %v; want a Fatal problem and no error", ps, err)
+	}
+}
+
+// No problem shows the value of a variable, a url, an api_key, a header or
+// env value, the secret or an admin token.
+func TestParse_NoSecretsInProblems(t *testing.T) {
+	const secret = "hunter2-do-not-show"
+	env := map[string]string{"TOKEN": secret + "\n", "URL": "http://" + secret + "/mcp", "BADURL": "https://" + secret + ":x/"}
+	yaml := `
+secret: ` + secret + `
+admin:
+  tokens: [` + secret + `]
+servers:
+  - name: a
+    transport: http
+    url: ${URL}
+    api_key: ${TOKEN}
+    headers: {X-Key: "${TOKEN}", Authorization: "${TOKEN}"}
+  - name: b
+    transport: sse
+    url: ${BADURL}
+  - name: c
+    transport: sse
+    url: ftp://` + secret + `/
+  - name: d
+    transport: stdio
+    command: x
+    url: https://` + secret + `/
+    env: {A: "${TOKEN}\u0000", B: "${` + secret + `}", C: "${UNSET_` + "X" + `}"}
+`
+	_, ps := Parse([]byte(yaml), lookup(env))
+	if len(ps) < 10 {
+		t.Fatalf("got %d problems, want at least 10:\n%v", len(ps), ps)
+	}
+	for _, p := range ps {
+		if strings.Contains(p.String(), secret) {
+			t.Errorf("problem shows a secret: %v", p)
+		}
+	}
+}
+
+// Aliases cannot make Parse run for ever: a thousand aliases of a server
+// with a thousand arguments are a million values.
+func TestParse_AliasBomb(t *testing.T) {
+	args := strings.Repeat("a,", 1000)
+	servers := strings.Repeat("*s,", 1000)
+	data := "x-args: &args [" + args + "]\n" +
+		"x-server: &s {name: files, transport: stdio, command: c, args: *args}\n" +
+		"servers: [" + servers + "]\n"
+	_, ps := Parse([]byte(data), nil)
+	want := fatal("", "the file has more than 1000000 values once its aliases are expanded")
+	if len(ps) == 0 || ps[len(ps)-1] != want {
+		t.Errorf("Parse(alias bomb) ends with %v; want %v", ps[max(0, len(ps)-2):], want)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := lookup(map[string]string{"HOME": "/home/me", "EMPTY": "", "A_1": "x", "DOLLAR": "$"})
+	tests := []struct {
+		name    string
+		in      string
+		want    string
+		wantErr string
+	}{
+		{name: "no reference", in: "plain text", want: "plain text"},
+		{name: "empty", in: "", want: ""},
+		{name: "variable", in: "${HOME}/bin", want: "/home/me/bin"},
+		{name: "variables", in: "${A_1}${A_1}-${HOME}", want: "xx-/home/me"},
+		{name: "set and empty", in: "[${EMPTY}]", want: "[]"},
+		{name: "default when unset", in: "${NOPE:-fall back}", want: "fall back"},
+		{name: "default when empty", in: "${EMPTY:-fallback}", want: "fallback"},
+		{name: "default not used when set", in: "${HOME:-x}", want: "/home/me"},
+		{name: "empty default", in: "[${NOPE:-}]", want: "[]"},
+		{name: "default holds colons and slashes", in: "${NOPE:-http://127.0.0.1:3000/mcp}", want: "http://127.0.0.1:3000/mcp"},
+		{name: "default is not expanded", in: "${NOPE:-$$}", want: "$$"},
+		{name: "value is not expanded again", in: "${DOLLAR}{HOME}", want: "${HOME}"},
+		{name: "escaped dollar", in: "$$5 and $${HOME}", want: "$5 and ${HOME}"},
+		{name: "lone dollar kept", in: "a$b $ c$", want: "a$b $ c$"},
+		{name: "unset", in: "${SEARCH_TOKEN}", wantErr: "environment variable SEARCH_TOKEN is not set (use ${SEARCH_TOKEN:-default} for a default)"},
+		{
+			name:    "every unset one",
+			in:      "${A}${B}",
+			wantErr: "environment variable A is not set (use ${A:-default} for a default)\nenvironment variable B is not set (use ${B:-default} for a default)",
+		},
+		{name: "unterminated", in: "abc${HOME", wantErr: "unterminated ${ at byte 3 (write $$ for a literal $)"},
+		{name: "just ${", in: "${", wantErr: "unterminated ${ at byte 0 (write $$ for a literal $)"},
+		{name: "empty name", in: "${}", wantErr: "malformed ${...} at byte 0: a variable name is letters, digits and _, not starting with a digit (write $$ for a literal $)"},
+		{name: "digit first", in: "x${1X}", wantErr: "malformed ${...} at byte 1: a variable name is letters, digits and _, not starting with a digit (write $$ for a literal $)"},
+		{name: "shell's unset-only form", in: "${A-b}", wantErr: "malformed ${...} at byte 0: a variable name is letters, digits and _, not starting with a digit (write $$ for a literal $)"},
+		{name: "nested", in: "${A:-${B}}", want: "${B}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Expand(tt.in, env)
+			var gotErr string
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if diff := cmp.Diff(tt.wantErr, gotErr); diff != "" {
+				t.Errorf("Expand(%q) error (-want +got):\n%s", tt.in, diff)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Expand(%q) (-want +got):\n%s", tt.in, diff)
+			}
+		})
+	}
+}

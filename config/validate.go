@@ -1,0 +1,534 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Problem is one thing wrong with the configuration, at a key path such as
+// "sessions.idle_timeout", "servers[2].url" or, once the entry's name is
+// known, `servers[2] (name "files").url`. Its Message never holds the value
+// of an environment variable, an api_key, a header value, a url, the secret
+// or an admin token.
+type Problem struct {
+	// Path is the key path, or "" for the file as a whole (a YAML syntax
+	// error).
+	Path string
+	// Message says what is wrong, in words a user can act on.
+	Message string
+	// Server is the name of the server entry the problem is in, or "" for a
+	// gateway setting or an entry without a name.
+	Server string
+	// Fatal is true for a problem with the gateway settings or the file as
+	// a whole: the gateway must not start. A problem in a server entry is
+	// not Fatal; that entry is skipped.
+	Fatal bool
+}
+
+// String returns "<path>: <message>", or the message alone if the path is
+// empty.
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// Problems are all the problems of one configuration, in a stable order:
+// the gateway settings first, then the servers in the order of the file.
+// Parse returns nil when there are none; like any slice type, only a
+// non-empty Problems should be returned as an error.
+type Problems []Problem
+
+// Error returns the problems one per line.
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Fatal reports whether any problem is Fatal.
+func (ps Problems) Fatal() bool {
+	for _, p := range ps {
+		if p.Fatal {
+			return true
+		}
+	}
+	return false
+}
+
+// Limits the gateway settings must respect.
+const (
+	maxRequestBodyLimit = 1 << 30 // 1 GiB
+	minSecretLen        = 32
+	maxNameLen          = 32
+)
+
+// The accepted values of Log.Level and Log.Format.
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"json", "text"}
+)
+
+// validate checks a whole Config as Parse leaves it: the gateway settings
+// and every server, including that names are unique.
+func (c *Config) validate() Problems {
+	ps := c.validateGateway()
+	used := map[string]int{}
+	for i := range c.Servers {
+		s := &c.Servers[i]
+		ps = append(ps, ValidateServer(s, serverPath(i, s.Name))...)
+		if first, ok := used[s.Name]; ok {
+			ps = append(ps, nameUsed(i, s.Name, first))
+		}
+		used[s.Name] = i
+	}
+	return ps
+}
+
+// serverPath is the path of the i'th server entry: "servers[2]", or
+// `servers[2] (name "files")` when it has a name.
+func serverPath(i int, name string) string {
+	if name == "" {
+		return "servers[" + strconv.Itoa(i) + "]"
+	}
+	return fmt.Sprintf("servers[%d] (name %q)", i, name)
+}
+
+// nameUsed is the problem of the i'th server entry, whose name the entry
+// first already has. It names both entries by index.
+func nameUsed(i int, name string, first int) Problem {
+	return Problem{
+		Path:    "servers[" + strconv.Itoa(i) + "]",
+		Message: fmt.Sprintf("name %q is already used by servers[%d]", name, first),
+		Server:  name,
+	}
+}
+
+// validateGateway checks the gateway settings, after setDefaults. Every
+// problem is Fatal.
+func (c *Config) validateGateway() Problems {
+	var ps Problems
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...), Fatal: true})
+	}
+
+	listenOK := validListen(c.Listen)
+	if !listenOK {
+		add("listen", `%q is not host:port, like "127.0.0.1:8080" or ":8080"`, c.Listen)
+	}
+	if c.PublicURL != "" || listenOK { // else public_url has no default and listen's problem says why
+		if msg := checkPublicURL(c.PublicURL); msg != "" {
+			add("public_url", "%s", msg)
+		}
+	}
+	if c.DataDir == "" {
+		add("data_dir", "must not be empty")
+	}
+	if c.Secret != "" && len(c.Secret) < minSecretLen {
+		add("secret", "must be at least %d bytes long, or empty for a random key at each start", minSecretLen)
+	}
+	for _, d := range []struct {
+		path string
+		d    Duration
+	}{
+		{"call_timeout", c.CallTimeout},
+		{"start_timeout", c.StartTimeout},
+		{"shutdown_grace", c.ShutdownGrace},
+	} {
+		if d.d <= 0 {
+			add(d.path, "must be more than 0")
+		}
+	}
+	switch {
+	case c.MaxRequestBody <= 0:
+		add("max_request_body", "must be more than 0")
+	case c.MaxRequestBody > maxRequestBodyLimit:
+		add("max_request_body", "must be at most %s", ByteSize(maxRequestBodyLimit))
+	}
+	if c.MaxResponseBody <= 0 {
+		add("max_response_body", "must be more than 0")
+	}
+	for i, h := range c.AllowedHosts {
+		if !validHost(h) {
+			add(fmt.Sprintf("allowed_hosts[%d]", i), `%q is not a host or host:port, like "mcp.example.com" or "localhost:8080"`, h)
+		}
+	}
+	for i, o := range c.AllowedOrigins {
+		if _, _, _, ok := splitOrigin(o); !ok {
+			add(fmt.Sprintf("allowed_origins[%d]", i), `%q is not an origin scheme://host[:port] without a path, like "https://app.example.com"`, o)
+		}
+	}
+	if c.Sessions.IdleTimeout <= 0 {
+		add("sessions.idle_timeout", "must be more than 0")
+	}
+	if c.Sessions.Max < 1 {
+		add("sessions.max", "must be at least 1")
+	}
+	if c.Sessions.MaxPerPrincipal < 1 {
+		add("sessions.max_per_principal", "must be at least 1")
+	} else if c.Sessions.Max >= 1 && c.Sessions.MaxPerPrincipal > c.Sessions.Max {
+		add("sessions.max_per_principal", "must be at most sessions.max (%d)", c.Sessions.Max)
+	}
+	for i, t := range c.Admin.Tokens {
+		if !validTokenHash(t) {
+			// Never show t: it may be the token itself, pasted by mistake.
+			add(fmt.Sprintf("admin.tokens[%d]", i), `must be "sha256:" and the 64 hex digits of the token's SHA-256, such as printf %%s "$TOKEN" | sha256sum prints; never the token itself`)
+		}
+	}
+	if !slices.Contains(logLevels, c.Log.Level) {
+		add("log.level", "%q is not one of %s", c.Log.Level, strings.Join(logLevels, ", "))
+	}
+	if !slices.Contains(logFormats, c.Log.Format) {
+		add("log.format", "%q is not one of %s", c.Log.Format, strings.Join(logFormats, ", "))
+	}
+	return ps
+}
+
+// ValidateServer checks one server entry, after expansion, with the rules of
+// the file; path is the prefix of the problems' paths ("servers[2]", or ""
+// for none). It does not check that the name is unused. Its problems are
+// not Fatal.
+func ValidateServer(s *Server, path string) Problems {
+	var ps Problems
+	addAt := func(p, format string, args ...any) {
+		ps = append(ps, Problem{Path: p, Message: fmt.Sprintf(format, args...), Server: s.Name})
+	}
+	add := func(key, format string, args ...any) { addAt(join(path, key), format, args...) }
+
+	// The name goes into exposed tool names, mcp__<server>__<tool>, so it
+	// may not hold the separator (DESIGN decision 7).
+	switch {
+	case s.Name == "":
+		add("name", "missing; a name is 1 to %d of a-z, 0-9 and -", maxNameLen)
+	default:
+		if n := utf8.RuneCountInString(s.Name); n > maxNameLen {
+			add("name", "%q is %d characters long; the limit is %d", s.Name, n, maxNameLen)
+		}
+		double := strings.Contains(s.Name, "__")
+		if double {
+			add("name", `%q contains "__", which separates the server from the tool in exposed names`, s.Name)
+		}
+		for _, r := range s.Name {
+			if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_' && double) {
+				add("name", "%q contains %q; only a-z, 0-9 and - are allowed", s.Name, r)
+				break
+			}
+		}
+	}
+
+	stdio := s.Transport == TransportStdio
+	switch s.Transport {
+	case "":
+		add("transport", "missing; one of stdio, http, sse")
+	case TransportStdio:
+		if s.Command == "" {
+			add("command", "missing; a stdio server needs the command to run")
+		}
+		for _, f := range []struct {
+			key string
+			set bool
+		}{{"url", s.URL != ""}, {"api_key", s.APIKey != ""}, {"headers", len(s.Headers) > 0}} {
+			if f.set {
+				add(f.key, "not used by stdio servers (url, api_key and headers are for http and sse)")
+			}
+		}
+	case TransportHTTP, TransportSSE:
+		if s.URL == "" {
+			add("url", "missing; an %s server needs its URL", s.Transport)
+		}
+		for _, f := range []struct {
+			key string
+			set bool
+		}{{"command", s.Command != ""}, {"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"cwd", s.Cwd != ""}} {
+			if f.set {
+				add(f.key, "not used by %s servers (command, args, env and cwd are for stdio)", s.Transport)
+			}
+		}
+	default:
+		add("transport", "%q is not one of stdio, http, sse", s.Transport)
+	}
+	if s.Timeout < 0 {
+		add("timeout", "must not be negative (0 means the gateway's call_timeout)")
+	}
+
+	// The messages below never show the url, api_key or a header or env
+	// value: they are expanded from the environment and may hold secrets.
+	if s.URL != "" && !stdio {
+		if msg := checkServerURL(s.URL); msg != "" {
+			add("url", "%s", msg)
+		}
+	}
+	if hasControl(s.APIKey) {
+		add("api_key", "contains a control character, such as a newline")
+	}
+	seen := map[string]string{} // lower-case name → name
+	for _, k := range sortedKeys(s.Headers) {
+		key := join(join(path, "headers"), k)
+		lower := strings.ToLower(k)
+		switch {
+		case !validToken(k):
+			addAt(key, "%q is not a valid header name (letters, digits and !#$%%&'*+-.^_`|~)", k)
+		case lower == "authorization" && s.APIKey != "":
+			addAt(key, `conflicts with api_key, which is sent as "Authorization: Bearer <key>"; use api_key alone`)
+		case lower == "mcp-session-id" || lower == "mcp-protocol-version":
+			addAt(key, "is set by the gateway for each session; it cannot be configured")
+		}
+		if first, ok := seen[lower]; ok {
+			addAt(key, "is the same header as %q (header names are case-insensitive)", first)
+		} else {
+			seen[lower] = k
+		}
+		if hasControl(s.Headers[k]) {
+			addAt(key, "value contains a control character, such as a newline")
+		}
+	}
+	for _, k := range sortedKeys(s.Env) {
+		key := join(join(path, "env"), k)
+		if !validVarName(k) {
+			addAt(key, "%q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
+		}
+		if strings.IndexByte(s.Env[k], 0) >= 0 {
+			addAt(key, "value contains a NUL byte")
+		}
+	}
+	return ps
+}
+
+// validListen reports whether s is host:port with a numeric port, where
+// the host is empty (all interfaces), a name or an IP address.
+func validListen(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || !validPort(port) {
+		return false
+	}
+	if strings.Contains(host, ":") {
+		return net.ParseIP(host) != nil
+	}
+	for _, c := range []byte(host) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkPublicURL returns what is wrong with the public URL, or "".
+func checkPublicURL(s string) string {
+	if s == "" {
+		return "missing"
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must start with http:// or https://"
+	case u.Hostname() == "":
+		return "has no host"
+	case !validHost(u.Host):
+		return "has an invalid host or port"
+	case u.User != nil:
+		return "must not contain a user name or password"
+	case u.Path != "" && u.Path != "/" || u.Opaque != "":
+		return `must not have a path: it is the gateway's origin, like "https://mcp.example.com"`
+	case strings.ContainsAny(s, "?#"):
+		return "must not have a query or fragment"
+	}
+	return ""
+}
+
+// checkServerURL returns what is wrong with a server's URL, or "". It must
+// not show the URL: it may hold an expanded secret.
+func checkServerURL(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must start with http:// or https://"
+	case u.Hostname() == "":
+		return "has no host"
+	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+		return "must use https unless the host is loopback (localhost, 127.0.0.0/8, ::1), so the api_key and headers do not cross the network in the clear"
+	}
+	return ""
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// HostAllowed reports whether a request's Host header value (host or
+// host:port) matches an entry of allowed. Names compare case-insensitively.
+// An entry without a port matches the host on any port; an entry with a
+// port matches only that port. An IPv6 address may be written with or
+// without brackets when it has no port ("[::1]" or "::1").
+func HostAllowed(allowed []string, host string) bool {
+	h, p, ok := splitHost(host)
+	if !ok {
+		return false
+	}
+	for _, a := range allowed {
+		ah, ap, ok := splitHost(a)
+		if ok && ah == h && (ap == "" || ap == p) {
+			return true
+		}
+	}
+	return false
+}
+
+// OriginAllowed reports whether a request's Origin header value
+// (scheme://host[:port]) matches an entry of allowed. An empty origin, a
+// request that sent none, is allowed (DESIGN decision 12). Scheme and host
+// compare case-insensitively. An entry without a port matches the host on
+// any port; an entry with a port matches only that port, where an origin
+// without one has its scheme's default (80 for http, 443 for https).
+func OriginAllowed(allowed []string, origin string) bool {
+	if origin == "" {
+		return true
+	}
+	s, h, p, ok := splitOrigin(origin)
+	if !ok {
+		return false
+	}
+	if p == "" {
+		p = defaultPort(s)
+	}
+	for _, a := range allowed {
+		as, ah, ap, ok := splitOrigin(a)
+		if ok && as == s && ah == h && (ap == "" || ap == p) {
+			return true
+		}
+	}
+	return false
+}
+
+func defaultPort(scheme string) string {
+	switch scheme {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
+}
+
+// splitHost splits "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6
+// address into its lower-case host, without brackets, and its port ("" if
+// none).
+func splitHost(s string) (host, port string, ok bool) {
+	if rest, found := strings.CutPrefix(s, "["); found {
+		h, after, found := strings.Cut(rest, "]")
+		if !found || net.ParseIP(h) == nil {
+			return "", "", false
+		}
+		if after != "" {
+			if port, found = strings.CutPrefix(after, ":"); !found || !validPort(port) {
+				return "", "", false
+			}
+		}
+		return strings.ToLower(h), port, true
+	}
+	switch strings.Count(s, ":") {
+	case 0:
+		host = s
+	case 1:
+		host, port, _ = strings.Cut(s, ":")
+		if !validPort(port) {
+			return "", "", false
+		}
+	default:
+		if net.ParseIP(s) == nil {
+			return "", "", false
+		}
+		host = s
+	}
+	if host == "" {
+		return "", "", false
+	}
+	for _, c := range []byte(host) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
+			return "", "", false
+		}
+	}
+	return strings.ToLower(host), port, true
+}
+
+// validHost reports whether s is a host or host:port that HostAllowed
+// understands.
+func validHost(s string) bool {
+	_, _, ok := splitHost(s)
+	return ok
+}
+
+// splitOrigin splits scheme://host[:port] into its lower-case scheme and
+// host and its port ("" if none).
+func splitOrigin(s string) (scheme, host, port string, ok bool) {
+	scheme, rest, found := strings.Cut(s, "://")
+	if !found || scheme == "" {
+		return "", "", "", false
+	}
+	for i, c := range []byte(scheme) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "", "", "", false
+		}
+	}
+	host, port, ok = splitHost(rest)
+	return strings.ToLower(scheme), host, port, ok
+}
+
+// validPort reports whether s is a port number, 0 to 65535.
+func validPort(s string) bool {
+	if s == "" || len(s) > 5 || strings.TrimLeft(s, "0123456789") != "" {
+		return false
+	}
+	n, err := strconv.Atoi(s)
+	return err == nil && n <= 65535
+}
+
+// validToken reports whether s is an HTTP token (RFC 9110, 5.6.2), as a
+// header name must be.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validTokenHash reports whether s is "sha256:" and 64 hex digits.
+func validTokenHash(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	return strings.TrimLeft(h, "0123456789abcdefABCDEF") == ""
+}
+
+// hasControl reports whether s holds a control character other than tab,
+// which may not appear in a header value.
+func hasControl(s string) bool {
+	for _, c := range []byte(s) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}

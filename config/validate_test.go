@@ -1,0 +1,220 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestValidateServer(t *testing.T) {
+	stdio := func(name string) Server { return Server{Name: name, Transport: "stdio", Command: "mcp-x"} }
+	tests := []struct {
+		name   string
+		server Server
+		path   string
+		want   Problems
+	}{
+		{name: "stdio", server: stdio("files")},
+		{name: "stdio with everything", server: Server{
+			Name: "a-1", Transport: "stdio", Command: "x", Args: []string{"-v"}, Env: map[string]string{"_A1": ""},
+			Cwd: "/", Timeout: Duration(time.Second), Enabled: new(bool),
+		}},
+		{name: "http", server: Server{Name: "web", Transport: "http", URL: "https://x.example.com/mcp", APIKey: "k", Headers: map[string]string{"X-A": "b\tc"}}},
+		{name: "sse on loopback", server: Server{Name: "web", Transport: "sse", URL: "http://127.255.0.1/sse"}},
+		{name: "Authorization without api_key", server: Server{Name: "web", Transport: "http", URL: "https://x.example.com", Headers: map[string]string{"authorization": "Basic eA=="}}},
+		{name: "32 characters", server: stdio("abcdefghijklmnopqrstuvwxyz012345")},
+		{
+			name:   "no path prefix, for the admin API",
+			server: Server{Transport: "http", URL: "http://example.com"},
+			want: Problems{
+				{Path: "name", Message: "missing; a name is 1 to 32 of a-z, 0-9 and -"},
+				{Path: "url", Message: "must use https unless the host is loopback (localhost, 127.0.0.0/8, ::1), so the api_key and headers do not cross the network in the clear"},
+			},
+		},
+		{
+			name:   "33 characters",
+			server: stdio("abcdefghijklmnopqrstuvwxyz0123456"),
+			path:   "servers[0]",
+			want: Problems{{
+				Path:    "servers[0].name",
+				Message: `"abcdefghijklmnopqrstuvwxyz0123456" is 33 characters long; the limit is 32`,
+				Server:  "abcdefghijklmnopqrstuvwxyz0123456",
+			}},
+		},
+		{
+			name:   "every name rule",
+			server: stdio("Tools__And_More-and-more-and-more"),
+			path:   "servers[1]",
+			want: Problems{
+				{Path: "servers[1].name", Message: `"Tools__And_More-and-more-and-more" is 33 characters long; the limit is 32`, Server: "Tools__And_More-and-more-and-more"},
+				{Path: "servers[1].name", Message: `"Tools__And_More-and-more-and-more" contains "__", which separates the server from the tool in exposed names`, Server: "Tools__And_More-and-more-and-more"},
+				{Path: "servers[1].name", Message: `"Tools__And_More-and-more-and-more" contains 'T'; only a-z, 0-9 and - are allowed`, Server: "Tools__And_More-and-more-and-more"},
+			},
+		},
+		{
+			name:   "non-ASCII name",
+			server: stdio("café"),
+			want:   Problems{{Path: "name", Message: `"café" contains 'é'; only a-z, 0-9 and - are allowed`, Server: "café"}},
+		},
+		{
+			name:   "control character in api_key",
+			server: Server{Name: "web", Transport: "http", URL: "https://x.example.com", APIKey: "k\r\n"},
+			want:   Problems{{Path: "api_key", Message: "contains a control character, such as a newline", Server: "web"}},
+		},
+		{
+			name:   "header names",
+			server: Server{Name: "web", Transport: "http", URL: "https://x.example.com", Headers: map[string]string{"": "x", "X:Y": "z", "X-Ok!": "v"}},
+			want: Problems{
+				{Path: `headers[""]`, Message: `"" is not a valid header name (letters, digits and !#$%&'*+-.^_` + "`" + `|~)`, Server: "web"},
+				{Path: `headers["X:Y"]`, Message: `"X:Y" is not a valid header name (letters, digits and !#$%&'*+-.^_` + "`" + `|~)`, Server: "web"},
+			},
+		},
+		{
+			name:   "unknown transport still checks the url",
+			server: Server{Name: "x", Transport: "HTTP", URL: "::"},
+			want: Problems{
+				{Path: "transport", Message: `"HTTP" is not one of stdio, http, sse`, Server: "x"},
+				{Path: "url", Message: "is not a valid URL", Server: "x"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ValidateServer(&tt.server, tt.path)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ValidateServer (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A config that Parse accepted validates clean again.
+func TestValidate_Parsed(t *testing.T) {
+	for _, tt := range goodFixtures {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := parseFile(t, tt.name, tt.env)
+			if ps := c.validate(); ps != nil {
+				t.Errorf("validate:\n%v", ps)
+			}
+		})
+	}
+}
+
+func TestHostAllowed(t *testing.T) {
+	allowed := []string{"mcp.example.com:8443", "Other.Example.com", "127.0.0.1", "[::1]", "[fe80::1]:8080"}
+	tests := []struct {
+		name string
+		host string
+		want bool
+	}{
+		{name: "host and port", host: "mcp.example.com:8443", want: true},
+		{name: "case-insensitive", host: "MCP.Example.COM:8443", want: true},
+		{name: "other port", host: "mcp.example.com:443"},
+		{name: "no port where the entry has one", host: "mcp.example.com"},
+		{name: "entry without port, any port", host: "other.example.com:1234", want: true},
+		{name: "entry without port, no port", host: "OTHER.example.com", want: true},
+		{name: "ipv4", host: "127.0.0.1:8080", want: true},
+		{name: "ipv6 with port", host: "[::1]:8080", want: true},
+		{name: "ipv6 without port", host: "[::1]", want: true},
+		{name: "bare ipv6", host: "::1", want: true},
+		{name: "ipv6 entry with port", host: "[FE80::1]:8080", want: true},
+		{name: "ipv6 entry, other port", host: "[fe80::1]:8081"},
+		{name: "not listed", host: "evil.example.com"},
+		{name: "suffix is not enough", host: "evil-mcp.example.com:8443"},
+		{name: "empty", host: ""},
+		{name: "bad port", host: "127.0.0.1:x"},
+		{name: "userinfo", host: "x@127.0.0.1"},
+		{name: "two colons", host: "127.0.0.1:80:80"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := HostAllowed(allowed, tt.host); got != tt.want {
+				t.Errorf("HostAllowed(%q) = %v; want %v", tt.host, got, tt.want)
+			}
+		})
+	}
+	if HostAllowed(nil, "localhost") {
+		t.Error("HostAllowed(nil, localhost) = true; want false")
+	}
+}
+
+func TestOriginAllowed(t *testing.T) {
+	allowed := []string{"https://app.example.com", "http://localhost", "https://mcp.example.com:8443", "http://[::1]", "https://secure.example.com:443"}
+	tests := []struct {
+		name   string
+		origin string
+		want   bool
+	}{
+		{name: "no Origin header", origin: "", want: true},
+		{name: "exact", origin: "https://app.example.com", want: true},
+		{name: "entry without port, any port", origin: "https://app.example.com:9999", want: true},
+		{name: "case-insensitive", origin: "HTTPS://App.Example.Com", want: true},
+		{name: "other scheme", origin: "http://app.example.com"},
+		{name: "loopback any port", origin: "http://localhost:5173", want: true},
+		{name: "loopback other scheme", origin: "https://localhost:5173"},
+		{name: "port", origin: "https://mcp.example.com:8443", want: true},
+		{name: "other port", origin: "https://mcp.example.com:9443"},
+		{name: "no port is the default port", origin: "https://mcp.example.com"},
+		{name: "default port matches an entry with it", origin: "https://secure.example.com", want: true},
+		{name: "explicit default port", origin: "https://secure.example.com:443", want: true},
+		{name: "ipv6", origin: "http://[::1]:3000", want: true},
+		{name: "null", origin: "null"},
+		{name: "path", origin: "https://app.example.com/x"},
+		{name: "not listed", origin: "https://evil.example.com"},
+		{name: "lookalike", origin: "https://app.example.com.evil.example"},
+		{name: "userinfo", origin: "https://app.example.com@evil.example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OriginAllowed(allowed, tt.origin); got != tt.want {
+				t.Errorf("OriginAllowed(%q) = %v; want %v", tt.origin, got, tt.want)
+			}
+		})
+	}
+}
+
+// The default lists allow what DESIGN decision 12 says: the public URL's
+// host and loopback.
+func TestDefaults_HostsAndOrigins(t *testing.T) {
+	c, ps := Parse([]byte("public_url: https://mcp.example.com"), nil)
+	if ps != nil {
+		t.Fatal(ps)
+	}
+	for _, h := range []string{"mcp.example.com", "mcp.example.com:443", "localhost:8080", "127.0.0.1", "[::1]:1"} {
+		if !HostAllowed(c.AllowedHosts, h) {
+			t.Errorf("HostAllowed(defaults, %q) = false", h)
+		}
+	}
+	if HostAllowed(c.AllowedHosts, "example.com") {
+		t.Error(`HostAllowed(defaults, "example.com") = true`)
+	}
+	for _, o := range []string{"https://mcp.example.com", "http://localhost:6274", "https://127.0.0.1:1", "http://[::1]:2"} {
+		if !OriginAllowed(c.AllowedOrigins, o) {
+			t.Errorf("OriginAllowed(defaults, %q) = false", o)
+		}
+	}
+	if OriginAllowed(c.AllowedOrigins, "http://mcp.example.com") {
+		t.Error(`OriginAllowed(defaults, "http://mcp.example.com") = true`)
+	}
+}
+
+func TestProblems(t *testing.T) {
+	ps := Problems{
+		{Message: "invalid YAML: line 1: x", Fatal: false},
+		{Path: "servers[0]", Message: "empty entry"},
+	}
+	if got, want := ps.Error(), "invalid YAML: line 1: x\nservers[0]: empty entry"; got != want {
+		t.Errorf("Error() = %q; want %q", got, want)
+	}
+	if ps.Fatal() {
+		t.Error("Fatal() = true without a Fatal problem")
+	}
+	ps[1].Fatal = true
+	if !ps.Fatal() {
+		t.Error("Fatal() = false with a Fatal problem")
+	}
+	if got := Problems(nil).Error(); got != "" {
+		t.Errorf("Problems(nil).Error() = %q", got)
+	}
+}

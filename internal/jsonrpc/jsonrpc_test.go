@@ -1,0 +1,159 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		batch   bool
+		kinds   []string // "request", "notification", "response"
+		ids     []string
+		errCode int
+	}{
+		{"request", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, false, []string{"request"}, []string{"1"}, 0},
+		{"string id", `{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"x"}}`, false, []string{"request"}, []string{`"a-1"`}, 0},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, false, []string{"notification"}, []string{""}, 0},
+		{"result", `{"jsonrpc":"2.0","id":7,"result":{}}`, false, []string{"response"}, []string{"7"}, 0},
+		{"error response", `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}`, false, []string{"response"}, []string{"7"}, 0},
+		{"error with null id", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}`, false, []string{"response"}, []string{""}, 0},
+		{"batch", ` [{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"},{"jsonrpc":"2.0","id":2,"result":null}]`, true,
+			[]string{"request", "notification", "response"}, []string{"1", "", "2"}, 0},
+		{"params array", `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, false, []string{"request"}, []string{"1"}, 0},
+		{"params null is absent", `{"jsonrpc":"2.0","id":1,"method":"m","params":null}`, false, []string{"request"}, []string{"1"}, 0},
+
+		{"empty", ``, false, nil, nil, CodeInvalidRequest},
+		{"not json", `{"jsonrpc":`, false, nil, nil, CodeParseError},
+		{"empty batch", `[]`, true, nil, nil, CodeInvalidRequest},
+		{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"m"}`, false, nil, nil, CodeInvalidRequest},
+		{"no version", `{"id":1,"method":"m"}`, false, nil, nil, CodeInvalidRequest},
+		{"null request id", `{"jsonrpc":"2.0","id":null,"method":"m"}`, false, nil, nil, CodeInvalidRequest},
+		{"object id", `{"jsonrpc":"2.0","id":{},"method":"m"}`, false, nil, nil, CodeInvalidRequest},
+		{"bool id", `{"jsonrpc":"2.0","id":true,"method":"m"}`, false, nil, nil, CodeInvalidRequest},
+		{"empty method", `{"jsonrpc":"2.0","id":1,"method":""}`, false, nil, nil, CodeInvalidRequest},
+		{"scalar params", `{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, false, nil, nil, CodeInvalidRequest},
+		{"result and error", `{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}`, false, nil, nil, CodeInvalidRequest},
+		{"neither result nor error", `{"jsonrpc":"2.0","id":1}`, false, nil, nil, CodeInvalidRequest},
+		{"response without id", `{"jsonrpc":"2.0","result":{}}`, false, nil, nil, CodeInvalidRequest},
+		{"request with result", `{"jsonrpc":"2.0","id":1,"method":"m","result":{}}`, false, nil, nil, CodeInvalidRequest},
+		{"bad error object", `{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}`, false, nil, nil, CodeInvalidRequest},
+		{"scalar", `42`, false, nil, nil, CodeInvalidRequest},
+		{"bad batch element", `[{"jsonrpc":"2.0","method":"a"},3]`, true, nil, nil, CodeInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs, batch, err := Parse([]byte(tt.in))
+			if tt.errCode != 0 {
+				var jerr *Error
+				if !errors.As(err, &jerr) || jerr.Code != tt.errCode {
+					t.Fatalf("Parse error = %v, want code %d", err, tt.errCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if batch != tt.batch {
+				t.Errorf("batch = %v", batch)
+			}
+			var kinds, ids []string
+			for _, m := range msgs {
+				switch {
+				case m.IsRequest():
+					kinds = append(kinds, "request")
+				case m.IsNotification():
+					kinds = append(kinds, "notification")
+				case m.IsResponse():
+					kinds = append(kinds, "response")
+				}
+				ids = append(ids, m.ID.String())
+			}
+			if diff := cmp.Diff(tt.kinds, kinds); diff != "" {
+				t.Errorf("kinds (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.ids, ids); diff != "" {
+				t.Errorf("ids (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEncodeKeepsIDAndRawMembers(t *testing.T) {
+	m, err := ParseOne([]byte(`{"jsonrpc":"2.0","id":"x\u00e9","method":"m","params":{"b":1.50,"a":[]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := Encode(m)
+	if want := `{"jsonrpc":"2.0","id":"x\u00e9","method":"m","params":{"b":1.50,"a":[]}}`; string(out) != want {
+		t.Errorf("Encode = %s, want %s", out, want)
+	}
+	out, _ = Encode(NewErrorResponse(ID{}, &Error{Code: -32700, Message: "bad"}))
+	if want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`; string(out) != want {
+		t.Errorf("Encode = %s, want %s", out, want)
+	}
+	out, _ = Encode(NewNotification("n", nil))
+	if want := `{"jsonrpc":"2.0","method":"n"}`; string(out) != want {
+		t.Errorf("Encode = %s, want %s", out, want)
+	}
+	if _, err := ParseOne([]byte(`[{"jsonrpc":"2.0","method":"a"}]`)); err == nil {
+		t.Error("ParseOne accepted a batch")
+	}
+}
+
+// FuzzParse: Parse never panics; what it accepts re-encodes to messages that
+// parse again to the same kinds, ids and members.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`[{"jsonrpc":"2.0","id":"a","result":{"x":[1,2]}},{"jsonrpc":"2.0","method":"n","params":{}}]`,
+		`{"jsonrpc":"2.0","id":-1.5e3,"error":{"code":-32000,"message":"m","data":null}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		msgs, _, err := Parse(data)
+		if err != nil {
+			var jerr *Error
+			if !errors.As(err, &jerr) {
+				t.Fatalf("Parse returned a non-JSON-RPC error: %v", err)
+			}
+			return
+		}
+		for _, m := range msgs {
+			out, err := Encode(m)
+			if err != nil {
+				t.Fatalf("Encode(%+v): %v", m, err)
+			}
+			again, err := ParseOne(out)
+			if err != nil {
+				t.Fatalf("re-parse of %s: %v", out, err)
+			}
+			if again.ID != m.ID || again.Method != m.Method || again.IsRequest() != m.IsRequest() || again.IsResponse() != m.IsResponse() {
+				t.Fatalf("round trip changed %s into %s", out, mustEncode(again))
+			}
+			if !jsonEqual(again.Params, m.Params) || !jsonEqual(again.Result, m.Result) {
+				t.Fatalf("round trip changed members of %s", out)
+			}
+		}
+	})
+}
+
+func mustEncode(m *Message) string { b, _ := Encode(m); return string(b) }
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return cmp.Equal(x, y)
+}

@@ -171,7 +171,9 @@ func newClient(opts ClientOptions, t transport) *Client {
 // ctx. On error the client is closed.
 func (c *Client) Connect(ctx context.Context) error {
 	if err := c.t.start(ctx, c.receive); err != nil {
-		c.t.close(context.WithoutCancel(ctx))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		c.t.close(cctx)
 		return err
 	}
 	if err := c.initialize(ctx); err != nil {
@@ -305,6 +307,16 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		if ctx.Err() != nil {
 			c.cancel(ctx, id, method)
 			return nil, ctx.Err()
+		}
+		select {
+		case <-c.t.done():
+			// The connection is gone: say so in one way for every
+			// transport, so that callers can tell a dead server.
+			var cerr *ConnectionError
+			if !errors.As(err, &cerr) {
+				err = &ConnectionError{Server: c.opts.Name, Err: err}
+			}
+		default:
 		}
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -25,6 +26,13 @@ func New(srv config.Server, opts ClientOptions) (*Client, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = defaultHTTPClient
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Transports log with the server's name; newClient must not add it
+	// twice, so it gets the logger before this.
+	clientLogger := opts.Logger
+	opts.Logger = opts.Logger.With("server", opts.Name)
 	var t transport
 	switch srv.Transport {
 	case config.TransportStdio:
@@ -36,8 +44,8 @@ func New(srv config.Server, opts ClientOptions) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("server %q: unknown transport %q", srv.Name, srv.Transport)
 	}
-	c := newClient(opts, t)
-	return c, nil
+	opts.Logger = clientLogger
+	return newClient(opts, t), nil
 }
 
 // defaultHTTPClient keeps connections alive across calls and sets no overall

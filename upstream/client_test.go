@@ -1,0 +1,339 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+)
+
+// fakeTransport is an in-memory transport: serve answers each message the
+// client sends; its return values are delivered as if the server wrote them
+// on that request's stream (related) or on its own channel.
+type fakeTransport struct {
+	mu       sync.Mutex
+	recv     func(*jsonrpc.Message, related)
+	sent     []*jsonrpc.Message
+	version  string
+	serve    func(t *fakeTransport, m *jsonrpc.Message) error
+	ch       chan struct{}
+	closeOne sync.Once
+}
+
+func newFake(serve func(t *fakeTransport, m *jsonrpc.Message) error) *fakeTransport {
+	return &fakeTransport{serve: serve, ch: make(chan struct{})}
+}
+
+func (f *fakeTransport) start(_ context.Context, recv func(*jsonrpc.Message, related)) error {
+	f.recv = recv
+	return nil
+}
+
+func (f *fakeTransport) send(_ context.Context, m *jsonrpc.Message) error {
+	f.mu.Lock()
+	f.sent = append(f.sent, m)
+	f.mu.Unlock()
+	return f.serve(f, m)
+}
+
+func (f *fakeTransport) ready(_ context.Context, v string) { f.version = v }
+func (f *fakeTransport) close(context.Context) error {
+	f.closeOne.Do(func() { close(f.ch) })
+	return nil
+}
+func (f *fakeTransport) done() <-chan struct{} { return f.ch }
+func (f *fakeTransport) err() error            { return nil }
+
+func (f *fakeTransport) sentMethods() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, m := range f.sent {
+		if m.Method != "" {
+			out = append(out, m.Method)
+		}
+	}
+	return out
+}
+
+func initResult(version string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`, version))
+}
+
+// basicServe answers initialize with version and hands other requests to h.
+func basicServe(version string, h func(f *fakeTransport, m *jsonrpc.Message) error) func(*fakeTransport, *jsonrpc.Message) error {
+	return func(f *fakeTransport, m *jsonrpc.Message) error {
+		switch {
+		case m.Method == "initialize":
+			f.recv(jsonrpc.NewResult(m.ID, initResult(version)), m.ID)
+			return nil
+		case !m.IsRequest():
+			return nil
+		}
+		return h(f, m)
+	}
+}
+
+func connect(t *testing.T, f *fakeTransport, opts ClientOptions) *Client {
+	t.Helper()
+	c := newClient(opts, f)
+	if err := c.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func TestClient_Handshake(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string
+		wantErr string
+	}{
+		{"latest", "2025-11-25", ""},
+		{"older accepted", "2025-03-26", ""},
+		{"unknown refused", "2099-01-01", `server chose protocol version "2099-01-01"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(basicServe(tt.version, nil))
+			c := newClient(ClientOptions{Name: "x"}, f)
+			err := c.Connect(context.Background())
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Connect = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Initialized().ProtocolVersion; got != tt.version || f.version != tt.version {
+				t.Errorf("version = %q (transport %q), want %q", got, f.version, tt.version)
+			}
+			if got := strings.Join(f.sentMethods(), ","); got != "initialize,notifications/initialized" {
+				t.Errorf("sent %s", got)
+			}
+			var p struct {
+				ProtocolVersion string          `json:"protocolVersion"`
+				Capabilities    json.RawMessage `json:"capabilities"`
+			}
+			json.Unmarshal(f.sent[0].Params, &p)
+			if p.ProtocolVersion != LatestProtocolVersion || string(p.Capabilities) != `{}` {
+				t.Errorf("initialize params = %s", f.sent[0].Params)
+			}
+		})
+	}
+}
+
+func TestClient_ConcurrentCallsAndRelated(t *testing.T) {
+	f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error {
+		// Answer asynchronously and out of order, with a related
+		// notification first.
+		go func() {
+			var p struct {
+				Arguments struct{ N int } `json:"arguments"`
+			}
+			json.Unmarshal(m.Params, &p)
+			f.recv(jsonrpc.NewNotification("notifications/progress", json.RawMessage(fmt.Sprintf(`{"n":%d}`, p.Arguments.N))), m.ID)
+			time.Sleep(time.Duration(p.Arguments.N%3) * time.Millisecond)
+			f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(fmt.Sprintf(`{"n":%d}`, p.Arguments.N))), m.ID)
+		}()
+		return nil
+	}))
+	c := connect(t, f, ClientOptions{})
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var notes []string
+			var mu sync.Mutex
+			hooks := &CallHooks{Notify: func(m *jsonrpc.Message) { mu.Lock(); notes = append(notes, string(m.Params)); mu.Unlock() }}
+			res, err := c.Call(context.Background(), "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"t","arguments":{"N":%d}}`, i)), hooks)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			want := fmt.Sprintf(`{"n":%d}`, i)
+			if string(res) != want {
+				t.Errorf("call %d got %s", i, res)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(notes) != 1 || notes[0] != want {
+				t.Errorf("call %d notes %v", i, notes)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestClient_ErrorAndCancel(t *testing.T) {
+	f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error {
+		var p struct{ Name string }
+		json.Unmarshal(m.Params, &p)
+		if p.Name == "bad" {
+			f.recv(jsonrpc.NewErrorResponse(m.ID, &jsonrpc.Error{Code: -32602, Message: "nope"}), m.ID)
+		}
+		return nil // "slow": never answers
+	}))
+	c := connect(t, f, ClientOptions{})
+	_, err := c.Call(context.Background(), "tools/call", json.RawMessage(`{"name":"bad"}`), nil)
+	var jerr *jsonrpc.Error
+	if !errors.As(err, &jerr) || jerr.Code != -32602 {
+		t.Fatalf("err = %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = c.Call(ctx, "tools/call", json.RawMessage(`{"name":"slow"}`), nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	f.mu.Lock()
+	last := f.sent[len(f.sent)-1]
+	callID := f.sent[len(f.sent)-2].ID
+	f.mu.Unlock()
+	if last.Method != "notifications/cancelled" {
+		t.Fatalf("last sent = %s", last.Method)
+	}
+	want := fmt.Sprintf(`{"reason":"timeout","requestId":%s}`, callID)
+	if string(last.Params) != want {
+		t.Errorf("cancel params = %s, want %s", last.Params, want)
+	}
+	// A late response to the cancelled id is dropped without harm.
+	f.recv(jsonrpc.NewResult(callID, json.RawMessage(`{}`)), callID)
+}
+
+func TestClient_SessionExpiry(t *testing.T) {
+	var mu sync.Mutex
+	expire := 1
+	f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if expire > 0 {
+			expire--
+			return errSessionExpired
+		}
+		f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(`{"ok":true}`)), m.ID)
+		return nil
+	}))
+	c := connect(t, f, ClientOptions{})
+	res, err := c.Call(context.Background(), "tools/call", nil, nil)
+	if err != nil || string(res) != `{"ok":true}` {
+		t.Fatalf("Call = %s, %v", res, err)
+	}
+	if got := strings.Join(f.sentMethods(), ","); got != "initialize,notifications/initialized,tools/call,initialize,notifications/initialized,tools/call" {
+		t.Errorf("sent %s", got)
+	}
+	// A server that expires every time: one re-initialize, then the error.
+	mu.Lock()
+	expire = 100
+	mu.Unlock()
+	if _, err := c.Call(context.Background(), "tools/call", nil, nil); !errors.Is(err, errSessionExpired) {
+		t.Fatalf("err = %v, want errSessionExpired", err)
+	}
+}
+
+func TestClient_ListTools(t *testing.T) {
+	tests := []struct {
+		name    string
+		pages   map[string]string // cursor -> result
+		want    int
+		wantErr string
+	}{
+		{"one page", map[string]string{"": `{"tools":[{"name":"a"},{"name":"b"}]}`}, 2, ""},
+		{"three pages", map[string]string{
+			"":   `{"tools":[{"name":"a"}],"nextCursor":"c1"}`,
+			"c1": `{"tools":[{"name":"b"}],"nextCursor":"c2"}`,
+			"c2": `{"tools":[{"name":"c"}]}`,
+		}, 3, ""},
+		{"repeated cursor", map[string]string{
+			"":   `{"tools":[],"nextCursor":"c1"}`,
+			"c1": `{"tools":[],"nextCursor":"c1"}`,
+		}, 0, `repeated cursor "c1"`},
+		{"no tools member", map[string]string{"": `{}`}, 0, ""},
+		{"tools not an array", map[string]string{"": `{"tools":{}}`}, 0, "not an array"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error {
+				var p struct{ Cursor string }
+				json.Unmarshal(m.Params, &p)
+				f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(tt.pages[p.Cursor])), m.ID)
+				return nil
+			}))
+			c := connect(t, f, ClientOptions{})
+			tools, err := c.ListTools(context.Background())
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || len(tools) != tt.want {
+				t.Fatalf("ListTools = %d tools, %v; want %d", len(tools), err, tt.want)
+			}
+		})
+	}
+
+	// The page cap: a server with endless distinct cursors.
+	f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error {
+		f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(fmt.Sprintf(`{"tools":[],"nextCursor":"c%s"}`, m.ID))), m.ID)
+		return nil
+	}))
+	c := connect(t, f, ClientOptions{})
+	if _, err := c.ListTools(context.Background()); err == nil || !strings.Contains(err.Error(), "more than 50 pages") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestClient_ServerRequests(t *testing.T) {
+	f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error { return nil }))
+	c := connect(t, f, ClientOptions{})
+	_ = c
+	tests := []struct {
+		method string
+		want   string
+	}{
+		{"ping", `{}`},
+		{"roots/list", "-32601"},
+		{"sampling/createMessage", "-32601"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.method, func(t *testing.T) {
+			id := jsonrpc.StringID(fmt.Sprintf("srv-%d", i))
+			f.recv(jsonrpc.NewRequest(id, tt.method, nil), related{})
+			// The answer is sent from a goroutine; wait for it.
+			for range 1000 {
+				f.mu.Lock()
+				var got *jsonrpc.Message
+				for _, m := range f.sent {
+					if m.IsResponse() && m.ID == id {
+						got = m
+					}
+				}
+				f.mu.Unlock()
+				if got != nil {
+					if got.Error != nil {
+						if fmt.Sprint(got.Error.Code) != tt.want {
+							t.Errorf("error %d, want %s", got.Error.Code, tt.want)
+						}
+					} else if string(got.Result) != tt.want {
+						t.Errorf("result %s, want %s", got.Result, tt.want)
+					}
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			t.Fatal("no answer to the server's request")
+		})
+	}
+}

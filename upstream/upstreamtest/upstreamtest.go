@@ -1,0 +1,110 @@
+// Package upstreamtest provides an in-memory stand-in for upstream.Manager,
+// for tests of the gateway core and its edges that need servers with given
+// tools, states and answers but no processes or sockets.
+package upstreamtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/mcpgw/mcpgw/upstream"
+)
+
+// Server is one fake server.
+type Server struct {
+	Name  string
+	State upstream.State // StateRunning when empty
+	Err   string
+	// Tools are the server's tool objects as raw JSON.
+	Tools []json.RawMessage
+	// Handle answers every call to the server. Nil answers with an empty
+	// result.
+	Handle func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
+}
+
+// Manager is a fake upstream.Manager. It is safe for concurrent use.
+type Manager struct {
+	mu       sync.Mutex
+	servers  map[string]*Server
+	watchers map[int]func(string)
+	next     int
+}
+
+// NewManager returns a Manager with servers.
+func NewManager(servers ...*Server) *Manager {
+	m := &Manager{servers: make(map[string]*Server), watchers: make(map[int]func(string))}
+	for _, s := range servers {
+		m.servers[s.Name] = s
+	}
+	return m
+}
+
+// Set adds or replaces a server and tells the watchers.
+func (m *Manager) Set(s *Server) {
+	m.mu.Lock()
+	m.servers[s.Name] = s
+	fns := make([]func(string), 0, len(m.watchers))
+	for _, fn := range m.watchers {
+		fns = append(fns, fn)
+	}
+	m.mu.Unlock()
+	for _, fn := range fns {
+		fn(s.Name)
+	}
+}
+
+// Call implements gateway.Upstreams.
+func (m *Manager) Call(ctx context.Context, server, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+	m.mu.Lock()
+	s, ok := m.servers[server]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q", upstream.ErrUnknownServer, server)
+	}
+	if st := state(s); st != upstream.StateRunning {
+		return nil, &upstream.UnavailableError{Server: server, State: st, Err: s.Err}
+	}
+	if s.Handle == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	return s.Handle(ctx, method, params, hooks)
+}
+
+// Servers implements gateway.Upstreams.
+func (m *Manager) Servers() []upstream.Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]upstream.Status, 0, len(m.servers))
+	for _, s := range m.servers {
+		out = append(out, upstream.Status{
+			Name: s.Name, Enabled: true, State: state(s), Error: s.Err,
+			Tools: s.Tools, ToolCount: len(s.Tools),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Watch implements gateway.Upstreams.
+func (m *Manager) Watch(fn func(server string)) (stop func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := m.next
+	m.next++
+	m.watchers[id] = fn
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.watchers, id)
+	}
+}
+
+func state(s *Server) upstream.State {
+	if s.State == "" {
+		return upstream.StateRunning
+	}
+	return s.State
+}

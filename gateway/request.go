@@ -1,0 +1,65 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Anonymous is the principal of every request until the auth layer names
+// real ones.
+const Anonymous = "anonymous"
+
+// Request is one client request as an edge hands it to the core, whatever
+// the protocol era it arrived in.
+type Request struct {
+	// Method is the JSON-RPC method, such as "tools/call".
+	Method string
+	// Params are the request's params exactly as the client sent them, or
+	// nil.
+	Params json.RawMessage
+	// Principal is who is asking. Sessions, tasks and media belong to it.
+	Principal string
+	// Session is the legacy edge's session id; "" on the modern edge.
+	Session string
+	// Client is what the client declared for this request.
+	Client Client
+	// Notify receives the notifications that belong to this request
+	// (progress, log messages) in the order they arrive; the edge writes
+	// them on this request's own stream. It must not block for long. Nil
+	// drops them.
+	Notify func(method string, params json.RawMessage)
+	// Input asks the client for input on behalf of an upstream
+	// (elicitation/create, sampling/createMessage, roots/list) and returns
+	// the client's result. Nil means the client cannot be asked, and the
+	// core answers the upstream itself (DESIGN decision 5).
+	Input func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// Client is what a client declared: its negotiated protocol version,
+// capabilities and Implementation, as raw JSON.
+type Client struct {
+	ProtocolVersion string
+	Capabilities    json.RawMessage
+	Info            json.RawMessage
+}
+
+// ResultType says what a Result is, in the modern era's terms.
+type ResultType string
+
+// The result types.
+const (
+	ResultComplete      ResultType = "complete"
+	ResultInputRequired ResultType = "input_required"
+	ResultTask          ResultType = "task"
+)
+
+// Result is the core's answer to a Request: the JSON result object and its
+// type.
+type Result struct {
+	Type ResultType
+	Body json.RawMessage
+}
+
+func complete(body json.RawMessage) *Result {
+	return &Result{Type: ResultComplete, Body: body}
+}

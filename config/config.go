@@ -48,7 +48,8 @@ type Config struct {
 	// Secret keys the sealed tokens the gateway hands out (session ids;
 	// later cursors and task ids). Any string of at least 32 bytes; when
 	// empty, a random key is made at start and sealed tokens do not survive
-	// a restart. It is not ${VAR}-expanded.
+	// a restart. ${VAR} is expanded in it, so it can stay out of the file:
+	// secret: ${MCPGW_SECRET}.
 	Secret string `yaml:"secret"`
 	// CallTimeout bounds one forwarded call. Default DefaultCallTimeout;
 	// a server's Timeout overrides it.

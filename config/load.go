@@ -65,6 +65,14 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, Problem
 			}
 		}
 	}
+	// The secret is best kept out of the file: ${VAR} is expanded in it.
+	if c.Secret != "" {
+		out, errs := expand(c.Secret, lookupEnv)
+		for _, err := range errs {
+			d.ps = append(d.ps, Problem{Path: "secret", Message: err.Error(), Fatal: true})
+		}
+		c.Secret = out
+	}
 	c.setDefaults()
 	ps := append(d.ps, c.validateGateway()...)
 

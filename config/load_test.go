@@ -621,3 +621,37 @@ func TestExpand(t *testing.T) {
 		})
 	}
 }
+
+func TestParse_SecretFromEnvironment(t *testing.T) {
+	key := strings.Repeat("k", 40)
+	tests := []struct {
+		name    string
+		yaml    string
+		env     map[string]string
+		want    string
+		problem string
+	}{
+		{"expanded", "secret: ${MCPGW_SECRET}\n", map[string]string{"MCPGW_SECRET": key}, key, ""},
+		{"default", "secret: ${MCPGW_SECRET:-" + key + "}\n", nil, key, ""},
+		{"literal", "secret: " + key + "\n", nil, key, ""},
+		{"unset", "secret: ${MCPGW_SECRET}\n", nil, "", "secret: environment variable MCPGW_SECRET is not set"},
+		{"too short", "secret: ${MCPGW_SECRET}\n", map[string]string{"MCPGW_SECRET": "short"}, "", "secret: must be at least 32 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ps := Parse([]byte(tt.yaml), lookup(tt.env))
+			if tt.problem != "" {
+				if len(ps) != 1 || !ps.Fatal() || !strings.HasPrefix(ps[0].String(), tt.problem) {
+					t.Fatalf("problems = %v, want one fatal starting %q", ps, tt.problem)
+				}
+				if strings.Contains(ps.Error(), "short") {
+					t.Errorf("a problem shows the secret: %v", ps)
+				}
+				return
+			}
+			if len(ps) != 0 || c.Secret != tt.want {
+				t.Fatalf("Secret = %q, problems %v", c.Secret, ps)
+			}
+		})
+	}
+}

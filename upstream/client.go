@@ -57,10 +57,14 @@ type transport interface {
 	// error. It returns errSessionExpired when the server no longer knows
 	// the session, so that the Client initializes again.
 	send(ctx context.Context, m *jsonrpc.Message) error
-	// ready tells the transport that the handshake finished with version,
-	// so that it sends MCP-Protocol-Version from now on and opens what it
-	// opens after initialize (the streamable-HTTP GET stream).
-	ready(ctx context.Context, version string)
+	// negotiated tells the transport the protocol version initialize
+	// settled on, so that it sends MCP-Protocol-Version from now on,
+	// starting with notifications/initialized. It does no I/O.
+	negotiated(version string)
+	// ready tells the transport that the handshake finished (initialized
+	// was sent), so that it opens what it opens then: the streamable-HTTP
+	// GET stream.
+	ready(ctx context.Context)
 	// close stops the transport within ctx and waits for what it started.
 	// It may be called more than once and concurrently with send.
 	close(ctx context.Context) error
@@ -131,6 +135,10 @@ type Client struct {
 	t      transport
 
 	nextID atomic.Int64
+	// answers counts the goroutines answering server requests; Close
+	// waits for them.
+	answers       sync.WaitGroup
+	answersActive atomic.Int64
 
 	mu       sync.Mutex
 	pending  map[string]*call // by our request id
@@ -218,10 +226,11 @@ func (c *Client) initialize(ctx context.Context) error {
 	if res.ProtocolVersion != LatestProtocolVersion {
 		c.logger.Warn("upstream negotiated an older protocol version", "protocol_version", res.ProtocolVersion, "requested", LatestProtocolVersion)
 	}
-	c.t.ready(ctx, res.ProtocolVersion)
+	c.t.negotiated(res.ProtocolVersion)
 	if err := c.t.send(ctx, jsonrpc.NewNotification("notifications/initialized", nil)); err != nil {
 		return fmt.Errorf("notifications/initialized: %w", err)
 	}
+	c.t.ready(ctx)
 	c.mu.Lock()
 	c.init = &res
 	c.initGen++
@@ -455,7 +464,13 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		}
 		// Answer off the reader's goroutine: a handler may wait for a
 		// person (elicitation).
-		go c.answer(m, h)
+		c.answers.Add(1)
+		c.answersActive.Add(1)
+		go func() {
+			defer c.answers.Done()
+			defer c.answersActive.Add(-1)
+			c.answer(m, h)
+		}()
 	}
 }
 
@@ -529,6 +544,17 @@ func (c *Client) Close(ctx context.Context) error {
 	c.closed = true
 	c.mu.Unlock()
 	err := c.t.close(ctx)
+	// The transport has stopped delivering, so no new answer starts; the
+	// running ones see the transport done and end.
+	if c.answersActive.Load() > 0 {
+		answered := make(chan struct{})
+		go func() { c.answers.Wait(); close(answered) }()
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			err = errors.Join(err, fmt.Errorf("waiting for answers to server requests: %w", ctx.Err()))
+		}
+	}
 	c.mu.Lock()
 	c.closeErr = err
 	c.mu.Unlock()

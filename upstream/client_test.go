@@ -42,7 +42,8 @@ func (f *fakeTransport) send(_ context.Context, m *jsonrpc.Message) error {
 	return f.serve(f, m)
 }
 
-func (f *fakeTransport) ready(_ context.Context, v string) { f.version = v }
+func (f *fakeTransport) negotiated(v string)   { f.version = v }
+func (f *fakeTransport) ready(context.Context) {}
 func (f *fakeTransport) close(context.Context) error {
 	f.closeOne.Do(func() { close(f.ch) })
 	return nil

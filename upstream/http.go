@@ -1,28 +1,882 @@
 package upstream
 
-// PLACEHOLDER: replaced by the real transport.
+// The streamable HTTP transport (MCP 2025-11-25, basic/transports; also
+// 2025-06-18 and 2025-03-26 servers).
+//
+// # Flow
+//
+//	send(request) ── POST ─► 200 application/json ──► one message or a batch ─► recv(·, rel=id)
+//	                   │
+//	                   └──► 200 text/event-stream ─► [id + empty data: priming]
+//	                          │                       [notifications, requests: recv(·, rel=id)]
+//	                          │                       response ─► stop reading, return
+//	                          │ ends before the response, an event id seen
+//	                          ▼
+//	                        wait retry (1s if unset) ─► GET + Last-Event-ID ─► read on
+//	                          (gives up after 5 resumes in a row without a new event id)
+//
+//	send(notification or response) ── POST ─► 202
+//	404 (we sent a session id) or 400 "No valid session ID" ─► errSessionExpired,
+//	    and so is every send but initialize until the Client initializes again
+//
+//	ready ── GET stream (r3labs/sse, reconnects with backoff) ─► recv(·, zero rel)
+//	         405: the server offers none; 404: the session is gone; both stop it
+//	close ── stop the GET stream ── DELETE the session
+//
+// The POST answers are read by internal/sse (capped at MaxMessageBytes per
+// event); the long-lived GET stream by r3labs/sse with its buffer raised to
+// the same cap (DESIGN decision 3).
+//
+// Nothing here prints the api key, header values or the URL's query string
+// (which may carry secrets after ${VAR} expansion): logs and errors name the
+// server by scheme://host/path, and bodies quoted in errors are redacted.
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	r3sse "github.com/r3labs/sse/v2"
+	"gopkg.in/cenkalti/backoff.v1"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
-type httpTransport struct{ ch chan struct{} }
+// Header names of the streamable HTTP transport.
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerLastEventID     = "Last-Event-ID"
+)
+
+const (
+	// defaultRetry is how long to wait before resuming a POST's event stream
+	// when the server sent no retry field (the spec leaves it to the client).
+	defaultRetry = time.Second
+	// maxRetryWait caps a server's retry field.
+	maxRetryWait = 30 * time.Second
+	// maxResumes is how many times in a row a POST's event stream is resumed
+	// without the server sending a new event id before the call fails.
+	maxResumes = 5
+	// errorSnippet is how much of an error body is quoted in an error.
+	errorSnippet = 200
+	// drainLimit and drainTimeout bound reading the rest of a body we no
+	// longer need, so that its connection can be reused.
+	drainLimit   = 64 << 10
+	drainTimeout = 2 * time.Second
+	// Reconnection of the GET streams: exponential with jitter, reset by
+	// every event.
+	streamBackoffMin = 500 * time.Millisecond
+	streamBackoffMax = 30 * time.Second
+)
+
+// errTransportClosed is returned by sends on a closed transport, and by
+// sends that close interrupted.
+var errTransportClosed = errors.New("transport closed")
+
+// peer is what both HTTP transports know about their server: where it is,
+// how to reach it, and what never to print.
+type peer struct {
+	rawURL  string // as configured; its query may carry secrets
+	safeURL string // scheme://host/path, for logs and errors
+	apiKey  string
+	headers map[string]string
+	hc      *http.Client
+	max     int64
+	logger  *slog.Logger
+	secrets []string // redacted from quoted bodies
+}
+
+func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p := peer{
+		rawURL:  srv.URL,
+		safeURL: "(invalid URL)",
+		apiKey:  srv.APIKey,
+		headers: srv.Headers,
+		hc:      opts.HTTPClient,
+		max:     opts.MaxMessageBytes,
+	}
+	if p.hc == nil {
+		p.hc = defaultHTTPClient
+	}
+	if p.max <= 0 {
+		p.max = config.DefaultMaxResponseBody
+	}
+	addSecret := func(s string) {
+		if len(s) >= 4 {
+			p.secrets = append(p.secrets, s)
+		}
+	}
+	addSecret(srv.APIKey)
+	for _, v := range srv.Headers {
+		addSecret(v)
+	}
+	if u, err := url.Parse(srv.URL); err == nil {
+		p.safeURL = safeURL(u)
+		addSecret(u.RawQuery)
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				addSecret(v)
+			}
+		}
+		if pw, ok := u.User.Password(); ok {
+			addSecret(pw)
+		}
+	}
+	// New has already added the server's name.
+	p.logger = logger.With("transport", transport, "url", p.safeURL)
+	return p
+}
+
+// safeURL returns u without user info, query and fragment.
+func safeURL(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// newRequest returns a request to target with our authentication, the
+// configured headers and, when not empty, the session and protocol version
+// headers.
+func (p *peer) newRequest(ctx context.Context, method, target string, body []byte, sid, version string) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		// The error would quote the URL.
+		return nil, fmt.Errorf("invalid server URL %s", p.safeURL)
+	}
+	for k, v := range p.headerMap(sid, version) {
+		req.Header.Set(k, v)
+	}
+	return req, nil
+}
+
+// headerMap returns the configured headers, then ours over them.
+func (p *peer) headerMap(sid, version string) map[string]string {
+	h := make(map[string]string, len(p.headers)+3)
+	for k, v := range p.headers {
+		h[k] = v
+	}
+	if p.apiKey != "" {
+		h["Authorization"] = "Bearer " + p.apiKey
+	}
+	if sid != "" {
+		h[headerSessionID] = sid
+	}
+	if version != "" {
+		h[headerProtocolVersion] = version
+	}
+	return h
+}
+
+// netError rewrites the *url.Error of a failed request so that it names the
+// server by its safe URL, keeping the cause for errors.Is.
+func (p *peer) netError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s %s: %w", ue.Op, p.safeURL, ue.Err)
+	}
+	return err
+}
+
+// redact replaces the secrets in s.
+func (p *peer) redact(s string) string {
+	for _, sec := range p.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+// statusError is a server's answer with an unexpected HTTP status.
+type statusError struct {
+	Code int
+	Msg  string // what the server said, redacted and shortened, or our hint
+}
+
+func (e *statusError) Error() string {
+	s := fmt.Sprintf("server answered %d %s", e.Code, http.StatusText(e.Code))
+	if e.Msg != "" {
+		s += ": " + e.Msg
+	}
+	return s
+}
+
+// statusError reads the start of resp's body and returns the error that
+// describes resp. It closes the body.
+func (p *peer) statusError(resp *http.Response) error {
+	snippet := readSnippet(resp.Body)
+	resp.Body.Close()
+	return p.errorFor(resp.StatusCode, snippet)
+}
+
+func (p *peer) errorFor(code int, body []byte) error {
+	if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		return &statusError{Code: code, Msg: "unauthorized (check api_key)"}
+	}
+	return &statusError{Code: code, Msg: p.quote(body)}
+}
+
+// readSnippet reads up to 4 KiB of an error body.
+func readSnippet(r io.Reader) []byte {
+	b, _ := io.ReadAll(io.LimitReader(r, 4<<10))
+	return b
+}
+
+// quote returns the printable start of an error body, redacted.
+func (p *peer) quote(body []byte) string {
+	s := p.redact(strings.ToValidUTF8(string(body), "?"))
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > errorSnippet {
+		cut := errorSnippet
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
+}
+
+// sessionGone reports whether an answer with code and body means that the
+// server no longer knows the session: 404 to a request that carried a
+// session id (the spec), or a TypeScript SDK's 400 "No valid session ID".
+func sessionGone(code int, body []byte, sentSession bool) bool {
+	switch code {
+	case http.StatusNotFound:
+		return sentSession
+	case http.StatusBadRequest:
+		return bytes.Contains(bytes.ToLower(body), []byte("no valid session id"))
+	}
+	return false
+}
+
+// exchange returns the context of one HTTP exchange: it carries ctx's
+// values and ends when ctx ends, when life ends, or on cancel. detach stops
+// following ctx, for a body drained after the caller has gone.
+func exchange(ctx, life context.Context) (rctx context.Context, detach, cancel func()) {
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopCtx := context.AfterFunc(ctx, rcancel)
+	stopLife := context.AfterFunc(life, rcancel)
+	detach = func() { stopCtx() }
+	cancel = func() {
+		stopCtx()
+		stopLife()
+		rcancel()
+	}
+	return rctx, detach, cancel
+}
+
+func mediaType(resp *http.Response) string {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return strings.ToLower(mt)
+}
+
+// streamBackoff is the reconnection strategy of the r3labs/sse clients:
+// exponential with jitter, reset by the caller when an event arrives, and
+// stopping for good when ctx ends or stop is set (r3labs retries any error
+// otherwise; its default gives up after 15 minutes counted from the first
+// connect).
+type streamBackoff struct {
+	ctx  context.Context
+	stop *atomic.Bool
+	next time.Duration
+}
+
+var _ backoff.BackOffContext = (*streamBackoff)(nil)
+
+func (b *streamBackoff) NextBackOff() time.Duration {
+	if b.ctx.Err() != nil || (b.stop != nil && b.stop.Load()) {
+		return backoff.Stop
+	}
+	if b.next == 0 {
+		b.next = streamBackoffMin
+	}
+	d := b.next
+	b.next = min(2*b.next, streamBackoffMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *streamBackoff) Reset()                   { b.next = 0 }
+func (b *streamBackoff) Context() context.Context { return b.ctx }
+
+// sleep waits d or until ctx ends, reporting whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// newStreamClient returns an r3labs/sse client of target whose buffer holds
+// one message of the peer's cap, plus room for field names.
+func (p *peer) newStreamClient(target string, headers map[string]string, bo backoff.BackOff) *r3sse.Client {
+	size := min(p.max, math.MaxInt-4<<10) + 4<<10
+	c := r3sse.NewClient(target, r3sse.ClientMaxBufferSize(int(size)))
+	c.Connection = p.hc
+	c.Headers = headers
+	c.ReconnectStrategy = bo
+	return c
+}
+
+// deliver parses the data of an event and passes each message to recv, and
+// returns them. Events of a type other than message are not ours.
+func (p *peer) deliver(typ string, data []byte, recv func(*jsonrpc.Message, related), rel related) []*jsonrpc.Message {
+	if len(data) == 0 {
+		return nil
+	}
+	if typ != "" && typ != "message" {
+		p.logger.Debug("ignoring an event of unknown type", "event", typ)
+		return nil
+	}
+	msgs, _, err := jsonrpc.Parse(data)
+	if err != nil {
+		p.logger.Warn("dropping a malformed message from the server", "err", err)
+		return nil
+	}
+	for _, m := range msgs {
+		recv(m, rel)
+	}
+	return msgs
+}
+
+// httpTransport is the streamable HTTP transport.
+type httpTransport struct {
+	peer
+	recv func(*jsonrpc.Message, related)
+
+	// life is the lifetime of background work (the GET stream, resumes,
+	// drains) and of sends in flight; close ends it.
+	life     context.Context
+	stopLife context.CancelFunc
+	wg       sync.WaitGroup
+	doneCh   chan struct{}
+	closeErr error // set before doneCh is closed
+
+	mu        sync.Mutex
+	sessionID string
+	version   string // negotiated; sent once ready
+	// expired is set when the server forgot the session, until the next
+	// initialize: sending without the session would only earn a 400.
+	expired bool
+	get     context.CancelFunc
+	closed  bool
+}
+
+var _ transport = (*httpTransport)(nil)
 
 func newHTTPTransport(srv config.Server, opts *ClientOptions) transport {
-	return &httpTransport{ch: make(chan struct{})}
+	life, stop := context.WithCancel(context.Background())
+	return &httpTransport{
+		peer:     newPeer(srv, opts, config.TransportHTTP),
+		life:     life,
+		stopLife: stop,
+		doneCh:   make(chan struct{}),
+	}
 }
 
+// start has nothing to connect: the first POST (initialize) does.
 func (t *httpTransport) start(ctx context.Context, recv func(m *jsonrpc.Message, rel related)) error {
-	return errors.New("not implemented")
+	t.recv = recv
+	u, err := url.Parse(t.rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invalid server URL %s", t.safeURL)
+	}
+	return nil
 }
+
+// background runs f on a goroutine that close waits for, unless the
+// transport is closed.
+func (t *httpTransport) background(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// release closes a body we stopped reading. What is left is drained in the
+// background, briefly, so that an HTTP/1.1 connection can be reused.
+func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
+	ok := t.background(func() {
+		timer := time.AfterFunc(drainTimeout, cancel)
+		defer timer.Stop()
+		io.Copy(io.Discard, io.LimitReader(body, drainLimit))
+		body.Close()
+		cancel()
+	})
+	if !ok {
+		body.Close()
+		cancel()
+	}
+}
+
 func (t *httpTransport) send(ctx context.Context, m *jsonrpc.Message) error {
-	return errors.New("not implemented")
+	body, err := jsonrpc.Encode(m)
+	if err != nil {
+		return err
+	}
+	initialize := m.Method == "initialize"
+	t.mu.Lock()
+	closed, sid, version, expired := t.closed, t.sessionID, t.version, t.expired
+	t.mu.Unlock()
+	switch {
+	case closed:
+		return errTransportClosed
+	case expired && !initialize:
+		return errSessionExpired
+	}
+	if initialize {
+		// A new session: no session id, no version yet (spec: the client
+		// starts over with an initialize without a session id).
+		sid, version = "", ""
+	}
+	rctx, detach, cancel := exchange(ctx, t.life)
+	req, err := t.newRequest(rctx, http.MethodPost, t.rawURL, body, sid, version)
+	if err != nil {
+		cancel()
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		cancel()
+		return t.abortErr(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snippet := readSnippet(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if sessionGone(resp.StatusCode, snippet, sid != "") {
+			t.expire(sid)
+			return errSessionExpired
+		}
+		return t.errorFor(resp.StatusCode, snippet)
+	}
+	if initialize {
+		if err := t.setSession(resp.Header.Get(headerSessionID)); err != nil {
+			resp.Body.Close()
+			cancel()
+			return err
+		}
+		sid = resp.Header.Get(headerSessionID)
+	}
+	if !m.IsRequest() {
+		// 202 Accepted, or 200/204; there is no answer to a notification
+		// or a response.
+		if resp.ContentLength == 0 {
+			resp.Body.Close()
+			cancel()
+		} else {
+			t.release(resp.Body, cancel)
+		}
+		return nil
+	}
+	switch mt := mediaType(resp); {
+	case mt == "text/event-stream":
+		return t.readStream(ctx, resp.Body, detach, cancel, m.ID, sid, version)
+	case mt == "application/json":
+		defer cancel()
+		defer resp.Body.Close()
+		return t.readJSON(ctx, resp.Body, m.ID)
+	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent || resp.ContentLength == 0:
+		t.release(resp.Body, cancel)
+		return fmt.Errorf("server answered %d %s to a request, without a response", resp.StatusCode, http.StatusText(resp.StatusCode))
+	default:
+		t.release(resp.Body, cancel)
+		return fmt.Errorf("server answered with content type %q; want application/json or text/event-stream", mt)
+	}
 }
-func (t *httpTransport) ready(ctx context.Context, version string) {}
-func (t *httpTransport) close(ctx context.Context) error           { return nil }
-func (t *httpTransport) done() <-chan struct{}                     { return t.ch }
-func (t *httpTransport) err() error                                { return nil }
+
+// abortErr returns the error of an exchange that failed: ctx's own error
+// when it ended, errTransportClosed when close interrupted it.
+func (t *httpTransport) abortErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if t.life.Err() != nil {
+		return errTransportClosed
+	}
+	return t.netError(err)
+}
+
+// setSession records the session id the server assigned in its answer to
+// initialize; empty means the server keeps no session.
+func (t *httpTransport) setSession(sid string) error {
+	for i := 0; i < len(sid); i++ {
+		if sid[i] < 0x21 || sid[i] > 0x7E {
+			return errors.New("server sent a session id with characters other than visible ASCII")
+		}
+	}
+	t.mu.Lock()
+	t.sessionID, t.expired = sid, false
+	t.mu.Unlock()
+	return nil
+}
+
+// expire forgets session sid and stops its GET stream, unless a new
+// session replaced it meanwhile.
+func (t *httpTransport) expire(sid string) {
+	t.mu.Lock()
+	if t.sessionID != sid {
+		t.mu.Unlock()
+		return
+	}
+	t.sessionID, t.version, t.expired = "", "", true
+	stop := t.get
+	t.get = nil
+	t.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	t.logger.Info("upstream session expired")
+}
+
+// readJSON reads a JSON answer: one message, or a batch from a 2025-03-26
+// server.
+func (t *httpTransport) readJSON(ctx context.Context, body io.Reader, id jsonrpc.ID) error {
+	data, err := io.ReadAll(io.LimitReader(body, t.max+1))
+	if err != nil {
+		return t.abortErr(ctx, err)
+	}
+	if int64(len(data)) > t.max {
+		return fmt.Errorf("server's answer is larger than the limit of %d bytes (max_response_body)", t.max)
+	}
+	msgs, _, err := jsonrpc.Parse(data)
+	if err != nil {
+		return fmt.Errorf("server's answer is not JSON-RPC: %w", err)
+	}
+	answered := false
+	for _, m := range msgs {
+		t.recv(m, id)
+		answered = answered || (m.IsResponse() && m.ID == id)
+	}
+	if !answered {
+		return errors.New("server's answer does not contain the response to the request")
+	}
+	return nil
+}
+
+// streamState is what reading a POST's event stream remembers across
+// resumptions.
+type streamState struct {
+	lastID string
+	retry  time.Duration
+}
+
+// readStream reads the event stream that answers request id until the
+// response arrives, resuming it with GET + Last-Event-ID when the server
+// closes it first (spec: the server may close the connection any time after
+// the priming event; disconnection is not cancellation).
+func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, detach, cancel func(), id jsonrpc.ID, sid, version string) error {
+	st := streamState{retry: defaultRetry}
+	var lastErr error
+	misses := 0
+	for {
+		if body != nil {
+			before := st.lastID
+			answered, err := t.readEvents(body, id, &st)
+			if answered {
+				detach()
+				t.release(body, cancel)
+				return nil
+			}
+			body.Close()
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case t.life.Err() != nil:
+				return errTransportClosed
+			case errors.Is(err, sse.ErrTooLarge):
+				return fmt.Errorf("server sent an event larger than the limit of %d bytes (max_response_body)", t.max)
+			case st.lastID == "":
+				if err != nil && !errors.Is(err, io.EOF) {
+					return fmt.Errorf("server closed the response stream before answering: %w", t.netError(err))
+				}
+				return errors.New("server closed the response stream before answering")
+			}
+			if st.lastID != before {
+				misses = 0
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				lastErr = t.netError(err)
+			}
+		}
+		misses++
+		if misses > maxResumes {
+			if lastErr != nil {
+				return fmt.Errorf("server closed the response stream before answering, and %d attempts to resume it made no progress: %w", maxResumes, lastErr)
+			}
+			return fmt.Errorf("server closed the response stream before answering, and %d attempts to resume it made no progress", maxResumes)
+		}
+		wait := min(st.retry, maxRetryWait)
+		t.logger.Debug("resuming the response stream", "in", wait, "attempt", misses)
+		if !sleep(ctx, wait) || t.life.Err() != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errTransportClosed
+		}
+		var err error
+		body, detach, cancel, err = t.resume(ctx, st.lastID, sid, version)
+		if err != nil {
+			var se *statusError
+			switch {
+			case errors.Is(err, errSessionExpired):
+				// Not errSessionExpired itself: the server had the request,
+				// so the Client must not send it again. The next call
+				// initializes a new session.
+				return errors.New("the upstream session expired before the server answered")
+			case ctx.Err() != nil, t.life.Err() != nil:
+				return err
+			case errors.As(err, &se) && (se.Code == http.StatusMethodNotAllowed || se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):
+				return fmt.Errorf("server closed the response stream before answering, and resuming it failed: %w", err)
+			}
+			lastErr = err
+		}
+	}
+}
+
+// readEvents reads events from body, passing their messages to recv, until
+// the response to id arrived (answered) or the stream ends (err).
+func (t *httpTransport) readEvents(body io.Reader, id jsonrpc.ID, st *streamState) (answered bool, err error) {
+	r := sse.NewReader(body, t.max)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return false, err
+		}
+		if ev.HasID {
+			st.lastID = ev.ID
+		}
+		if ev.HasRetry {
+			st.retry = ev.Retry
+		}
+		for _, m := range t.deliver(ev.Type, ev.Data, t.recv, id) {
+			answered = answered || (m.IsResponse() && m.ID == id)
+		}
+		if answered {
+			return true, nil
+		}
+	}
+}
+
+// resume asks for the rest of a response stream: GET with Last-Event-ID.
+func (t *httpTransport) resume(ctx context.Context, lastID, sid, version string) (body io.ReadCloser, detach, cancel func(), err error) {
+	rctx, detach, cancel := exchange(ctx, t.life)
+	req, err := t.newRequest(rctx, http.MethodGet, t.rawURL, nil, sid, version)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(headerLastEventID, lastID)
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, t.abortErr(ctx, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		snippet := readSnippet(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if sessionGone(resp.StatusCode, snippet, sid != "") {
+			t.expire(sid)
+			return nil, nil, nil, errSessionExpired
+		}
+		return nil, nil, nil, t.errorFor(resp.StatusCode, snippet)
+	}
+	if mt := mediaType(resp); mt != "text/event-stream" {
+		resp.Body.Close()
+		cancel()
+		return nil, nil, nil, fmt.Errorf("server resumed the stream with content type %q", mt)
+	}
+	return resp.Body, detach, cancel, nil
+}
+
+// ready records the negotiated version and opens the GET stream.
+func (t *httpTransport) negotiated(version string) {
+	t.mu.Lock()
+	t.version = version
+	t.mu.Unlock()
+}
+
+func (t *httpTransport) ready(context.Context) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	version := t.version
+	sid := t.sessionID
+	ctx, stop := context.WithCancel(t.life)
+	prev := t.get
+	t.get = stop
+	t.wg.Add(1)
+	t.mu.Unlock()
+	if prev != nil {
+		prev()
+	}
+	go func() {
+		defer t.wg.Done()
+		defer stop()
+		t.runGetStream(ctx, sid, version)
+	}()
+}
+
+// runGetStream holds the GET stream on which the server sends what belongs
+// to no request, until ctx ends, the server says it has none (405) or the
+// session is gone. r3labs/sse reconnects after errors with Last-Event-ID;
+// a stream the server ends cleanly (which the spec allows) is reopened
+// here, after a pause.
+func (t *httpTransport) runGetStream(ctx context.Context, sid, version string) {
+	headers := t.headerMap(sid, version)
+	var gone atomic.Bool
+	bo := &streamBackoff{ctx: ctx, stop: &gone}
+	c := t.newStreamClient(t.rawURL, headers, bo)
+	c.ReconnectNotify = func(err error, d time.Duration) {
+		if errors.Is(err, bufio.ErrTooLong) {
+			t.logger.Warn("server event stream sent an event over the size limit; reconnecting", "limit", t.max, "in", d)
+			return
+		}
+		t.logger.Debug("server event stream failed; reconnecting", "err", t.netError(err), "in", d)
+	}
+	c.ResponseValidator = func(_ *r3sse.Client, resp *http.Response) error {
+		if resp.StatusCode == http.StatusOK && mediaType(resp) == "text/event-stream" {
+			return nil
+		}
+		snippet := readSnippet(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusMethodNotAllowed:
+			t.logger.Debug("server offers no event stream for its own messages (GET answered 405)")
+			gone.Store(true)
+		case sessionGone(resp.StatusCode, snippet, sid != ""):
+			t.logger.Debug("server event stream: the session is gone")
+			gone.Store(true)
+		case resp.StatusCode == http.StatusOK:
+			t.logger.Debug("server answered GET with no event stream", "content_type", mediaType(resp))
+			gone.Store(true)
+			return errors.New("not an event stream")
+		}
+		return t.errorFor(resp.StatusCode, snippet)
+	}
+	handler := func(ev *r3sse.Event) {
+		bo.Reset()
+		t.deliver(string(ev.Event), ev.Data, t.recv, related{})
+	}
+	for {
+		err := c.SubscribeWithContext(ctx, "", handler)
+		if ctx.Err() != nil || gone.Load() {
+			return
+		}
+		if err != nil {
+			t.logger.Debug("server event stream failed", "err", t.netError(err))
+		}
+		if !sleep(ctx, bo.NextBackOff()) {
+			return
+		}
+	}
+}
+
+// close stops the GET stream, deletes the session and waits for what the
+// transport started, all within ctx.
+func (t *httpTransport) close(ctx context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		select {
+		case <-t.doneCh:
+			return t.closeErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t.closed = true
+	sid, version := t.sessionID, t.version
+	t.get = nil
+	t.mu.Unlock()
+
+	t.stopLife()
+	if sid != "" {
+		t.deleteSession(ctx, sid, version)
+	}
+	waited := make(chan struct{})
+	go func() {
+		t.wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		t.closeErr = ctx.Err()
+	}
+	close(t.doneCh)
+	return t.closeErr
+}
+
+// deleteSession ends the session on the server (spec: clients SHOULD; a 405
+// means the server does not let them).
+func (t *httpTransport) deleteSession(ctx context.Context, sid, version string) {
+	req, err := t.newRequest(ctx, http.MethodDelete, t.rawURL, nil, sid, version)
+	if err != nil {
+		return
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		t.logger.Debug("deleting the session failed", "err", t.netError(err))
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode <= 299,
+		resp.StatusCode == http.StatusMethodNotAllowed,
+		resp.StatusCode == http.StatusNotFound:
+	default:
+		t.logger.Debug("deleting the session failed", "status", resp.StatusCode)
+	}
+}
+
+func (t *httpTransport) done() <-chan struct{} { return t.doneCh }
+
+// err is nil: only close ends an HTTP transport.
+func (t *httpTransport) err() error { return nil }

@@ -618,7 +618,8 @@ func (t *stdioTransport) connErr() error {
 }
 
 // ready does nothing: stdio has no per-version behaviour.
-func (t *stdioTransport) ready(context.Context, string) {}
+func (t *stdioTransport) negotiated(string)     {}
+func (t *stdioTransport) ready(context.Context) {}
 
 // close stops the process (see stop) and waits for it and every goroutine
 // of the transport. When ctx ends first, the group is killed at once.

@@ -173,9 +173,21 @@ func NewErrorResponse(id ID, err *Error) *Message {
 	return &Message{JSONRPC: Version, ID: id, Error: err}
 }
 
-// Encode returns the wire form of m.
+// Encode returns the wire form of m on one line: raw members are compacted
+// (insignificant whitespace, including newlines, removed, which stdio and
+// SSE framing need) but not otherwise re-encoded, so key order, number
+// spelling and escapes stay as the peer wrote them.
 func Encode(m *Message) ([]byte, error) {
-	return json.Marshal(m)
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if err := json.Compact(&out, b); err != nil {
+		return nil, fmt.Errorf("encoding message: %w", err)
+	}
+	return out.Bytes(), nil
 }
 
 // MarshalJSON implements json.Marshaler. A response always carries "id",

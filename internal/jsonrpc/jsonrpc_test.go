@@ -97,6 +97,10 @@ func TestEncodeKeepsIDAndRawMembers(t *testing.T) {
 	if want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`; string(out) != want {
 		t.Errorf("Encode = %s, want %s", out, want)
 	}
+	out, _ = Encode(NewResult(IntID(3), json.RawMessage("{\"html\": \"<b>&amp;</b>\",\n \"n\": 1e3}")))
+	if want := `{"jsonrpc":"2.0","id":3,"result":{"html":"<b>&amp;</b>","n":1e3}}`; string(out) != want {
+		t.Errorf("Encode = %s, want %s", out, want)
+	}
 	out, _ = Encode(NewNotification("n", nil))
 	if want := `{"jsonrpc":"2.0","method":"n"}`; string(out) != want {
 		t.Errorf("Encode = %s, want %s", out, want)

@@ -1,0 +1,1164 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// Secrets the fakes expect; no error or log line may contain them.
+const (
+	testAPIKey      = "sk-test-5ecret-key"
+	testHeaderValue = "hdr-5ecret-value"
+)
+
+// waitLimit bounds waits for something a test expects to happen; reaching it
+// is a failure, not a measurement.
+const waitLimit = 10 * time.Second
+
+// hit is one request a fake server received.
+type hit struct {
+	HTTP        string // POST, GET, DELETE
+	RPC         string // the JSON-RPC method, "response" for a response
+	Session     string // Mcp-Session-Id
+	Version     string // MCP-Protocol-Version
+	LastEventID string
+}
+
+// fakeHTTP is a streamable HTTP MCP server that asserts what it receives:
+// bearer auth and the configured header on every request, the content
+// headers, no session id and no protocol version on initialize, the current
+// session and the negotiated version on everything after it.
+type fakeHTTP struct {
+	t       *testing.T
+	version string // what initialize answers; default LatestProtocolVersion
+	sse     bool   // answer requests with an event stream (priming event first)
+	// expireOn makes requests for this method end the session: expireTimes
+	// of them (negative: all) are answered expireStatus with expireBody.
+	expireOn     string
+	expireTimes  int
+	expireStatus int
+	expireBody   string
+	// onRequest answers a request other than initialize, or returns false
+	// to leave it to the default (tools/list: one tool; anything else: its
+	// params echoed as the result).
+	onRequest func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool
+	// onGet serves a GET; nil answers 405.
+	onGet func(w http.ResponseWriter, r *http.Request)
+
+	mu       sync.Mutex
+	sessions int
+	session  string // the valid session, "" when none
+	hits     []hit
+	hitCh    chan hit // every hit, when not nil (buffered)
+}
+
+func newFakeHTTP(t *testing.T) *fakeHTTP {
+	return &fakeHTTP{t: t, version: LatestProtocolVersion, hitCh: make(chan hit, 1000)}
+}
+
+// start serves f on a new httptest server, closed when the test ends.
+func (f *fakeHTTP) start() *httptest.Server {
+	srv := httptest.NewServer(f)
+	f.t.Cleanup(srv.Close)
+	return srv
+}
+
+func (f *fakeHTTP) record(h hit) {
+	f.mu.Lock()
+	f.hits = append(f.hits, h)
+	f.mu.Unlock()
+	select {
+	case f.hitCh <- h:
+	default:
+	}
+}
+
+// methods returns "HTTP RPC" for each hit so far, without GETs (the GET
+// stream opens in the background, in no fixed order).
+func (f *fakeHTTP) methods() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, h := range f.hits {
+		if h.HTTP != http.MethodGet {
+			out = append(out, strings.TrimSpace(h.HTTP+" "+h.RPC))
+		}
+	}
+	return out
+}
+
+func (f *fakeHTTP) allHits() []hit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.hits)
+}
+
+// waitHit waits for a hit that match accepts.
+func (f *fakeHTTP) waitHit(match func(hit) bool) hit {
+	f.t.Helper()
+	for _, h := range f.allHits() {
+		if match(h) {
+			return h
+		}
+	}
+	timeout := time.After(waitLimit)
+	for {
+		select {
+		case h := <-f.hitCh:
+			if match(h) {
+				return h
+			}
+		case <-timeout:
+			f.t.Fatalf("the expected request never arrived; got %+v", f.allHits())
+		}
+	}
+}
+
+func (f *fakeHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t := f.t
+	if got := r.Header.Get("Authorization"); got != "Bearer "+testAPIKey {
+		t.Errorf("%s: Authorization = %q, want the bearer key", r.Method, got)
+		http.Error(w, "no", http.StatusUnauthorized)
+		return
+	}
+	if got := r.Header.Get("X-Test"); got != testHeaderValue {
+		t.Errorf("%s: configured header X-Test = %q", r.Method, got)
+	}
+	h := hit{
+		HTTP:        r.Method,
+		Session:     r.Header.Get("Mcp-Session-Id"),
+		Version:     r.Header.Get("MCP-Protocol-Version"),
+		LastEventID: r.Header.Get("Last-Event-ID"),
+	}
+	f.mu.Lock()
+	session := f.session
+	f.mu.Unlock()
+	switch r.Method {
+	case http.MethodPost:
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("POST Content-Type = %q", ct)
+		}
+		if a := r.Header.Get("Accept"); !strings.Contains(a, "application/json") || !strings.Contains(a, "text/event-stream") {
+			t.Errorf("POST Accept = %q, want both types", a)
+		}
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.ParseOne(body)
+		if err != nil {
+			t.Errorf("POST body %s: %v", body, err)
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		h.RPC = m.Method
+		if m.IsResponse() {
+			h.RPC = "response"
+		}
+		f.record(h)
+		if m.Method == "initialize" {
+			if h.Session != "" || h.Version != "" {
+				t.Errorf("initialize carried session %q and version %q; want neither", h.Session, h.Version)
+			}
+			f.mu.Lock()
+			f.sessions++
+			f.session = fmt.Sprintf("session-%d", f.sessions)
+			w.Header().Set("Mcp-Session-Id", f.session)
+			f.mu.Unlock()
+			res := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"fake","version":"1"}}`, f.version)
+			f.reply(w, m.ID, json.RawMessage(res))
+			return
+		}
+		switch {
+		case h.Session == "":
+			http.Error(w, "Bad Request: missing session id", http.StatusBadRequest)
+			return
+		case h.Session != session:
+			http.Error(w, "Session not found", http.StatusNotFound)
+			return
+		}
+		if h.Version != f.version {
+			t.Errorf("POST %s: MCP-Protocol-Version = %q, want %q", h.RPC, h.Version, f.version)
+		}
+		if m.Method != "" && m.Method == f.expireOn && f.expireTimes != 0 {
+			f.mu.Lock()
+			f.expireTimes--
+			f.session = ""
+			f.mu.Unlock()
+			http.Error(w, f.expireBody, f.expireStatus)
+			return
+		}
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		if f.onRequest != nil && f.onRequest(w, r, m) {
+			return
+		}
+		switch m.Method {
+		case "tools/list":
+			f.reply(w, m.ID, json.RawMessage(`{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`))
+		default:
+			params := m.Params
+			if params == nil {
+				params = json.RawMessage(`{}`)
+			}
+			f.reply(w, m.ID, params)
+		}
+	case http.MethodGet:
+		f.record(h)
+		if a := r.Header.Get("Accept"); a != "text/event-stream" {
+			t.Errorf("GET Accept = %q", a)
+		}
+		if h.Session != session {
+			http.Error(w, "Session not found", http.StatusNotFound)
+			return
+		}
+		if h.Version != f.version {
+			t.Errorf("GET: MCP-Protocol-Version = %q, want %q", h.Version, f.version)
+		}
+		if f.onGet == nil {
+			http.Error(w, "no GET stream", http.StatusMethodNotAllowed)
+			return
+		}
+		f.onGet(w, r)
+	case http.MethodDelete:
+		f.record(h)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		t.Errorf("unexpected %s", r.Method)
+	}
+}
+
+// reply answers request id with result, as JSON or as an event stream.
+func (f *fakeHTTP) reply(w http.ResponseWriter, id jsonrpc.ID, result json.RawMessage) {
+	resp := jsonrpc.NewResult(id, result)
+	if f.sse {
+		startSSE(w)
+		writeEvent(f.t, w, sse.Event{ID: "prime-" + id.String(), HasID: true})
+		writeEvent(f.t, w, sse.Event{ID: "ev-" + id.String(), HasID: true, Data: encode(f.t, resp)})
+		return
+	}
+	writeJSON(w, encode(f.t, resp))
+}
+
+func encode(t *testing.T, ms ...*jsonrpc.Message) []byte {
+	var raws []json.RawMessage
+	for _, m := range ms {
+		b, err := jsonrpc.Encode(m)
+		if err != nil {
+			t.Errorf("encode: %v", err)
+		}
+		raws = append(raws, b)
+	}
+	if len(raws) == 1 {
+		return raws[0]
+	}
+	b, _ := json.Marshal(raws)
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(body)
+}
+
+func startSSE(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+}
+
+func writeEvent(t *testing.T, w http.ResponseWriter, ev sse.Event) {
+	if err := sse.Write(w, ev); err != nil {
+		t.Errorf("writing an event: %v", err)
+	}
+	w.(http.Flusher).Flush()
+}
+
+// syncBuffer collects log output from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// testServer returns the config of a server at url with the test secrets.
+func testServer(transport, url string) config.Server {
+	return config.Server{
+		Name:      "fake",
+		Transport: transport,
+		URL:       url,
+		APIKey:    testAPIKey,
+		Headers:   map[string]string{"X-Test": testHeaderValue},
+	}
+}
+
+// newTestClient returns an unconnected Client of srv. When the test ends it
+// is closed, its logs are checked for secrets, and no goroutine of the
+// transports may be left.
+func newTestClient(t *testing.T, srv config.Server, opts ClientOptions) *Client {
+	t.Helper()
+	checkNoLeaks(t)
+	logs := &syncBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := New(srv, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		assertNoSecrets(t, "logs", logs.String())
+	})
+	return c
+}
+
+func assertNoSecrets(t *testing.T, what, s string) {
+	t.Helper()
+	for _, secret := range []string{testAPIKey, testHeaderValue, "query-5ecret"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s contain a secret: %s", what, s)
+		}
+	}
+}
+
+// checkNoLeaks fails the test if goroutines of the HTTP transports or of
+// r3labs/sse are still running once the test's other cleanups ran.
+func checkNoLeaks(t *testing.T) {
+	t.Cleanup(func() {
+		deadline := time.Now().Add(waitLimit)
+		for {
+			buf := make([]byte, 1<<20)
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			var leaked []string
+			for _, g := range strings.Split(stacks, "\n\n") {
+				if strings.Contains(g, "upstream.(*httpTransport)") || strings.Contains(g, "upstream.(*sseTransport)") || strings.Contains(g, "r3labs/sse") {
+					leaked = append(leaked, g)
+				}
+			}
+			if len(leaked) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+func mustConnect(t *testing.T, c *Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+}
+
+func callCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestHTTP_Answers(t *testing.T) {
+	tests := []struct {
+		name    string
+		sse     bool
+		version string
+	}{
+		{name: "json", version: LatestProtocolVersion},
+		{name: "event stream with priming event", sse: true, version: LatestProtocolVersion},
+		{name: "json 2025-03-26", version: protocol20250326},
+		{name: "event stream 2025-06-18", sse: true, version: protocol20250618},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeHTTP(t)
+			f.sse, f.version = tt.sse, tt.version
+			srv := f.start()
+			c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+			mustConnect(t, c)
+			if got := c.Initialized().ProtocolVersion; got != tt.version {
+				t.Errorf("negotiated %q, want %q", got, tt.version)
+			}
+			tools, err := c.ListTools(callCtx(t))
+			if err != nil {
+				t.Fatalf("ListTools: %v", err)
+			}
+			if len(tools) != 1 || !strings.Contains(string(tools[0]), `"echo"`) {
+				t.Errorf("tools = %s", tools)
+			}
+			res, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{"name":"echo","arguments":{"x":1}}`), nil)
+			if err != nil {
+				t.Fatalf("Call: %v", err)
+			}
+			if want := `{"name":"echo","arguments":{"x":1}}`; string(res) != want {
+				t.Errorf("result = %s, want %s", res, want)
+			}
+			// The GET stream was tried (405 here) with the session and version.
+			f.waitHit(func(h hit) bool { return h.HTTP == http.MethodGet })
+			if err := c.Close(callCtx(t)); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			select {
+			case <-c.Done():
+			default:
+				t.Error("Done not closed after Close")
+			}
+			if err := c.Err(); err != nil {
+				t.Errorf("Err after Close = %v, want nil", err)
+			}
+			want := []string{"POST initialize", "POST notifications/initialized", "POST tools/list", "POST tools/call", "DELETE"}
+			if diff := cmp.Diff(want, f.methods()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			hits := f.allHits()
+			if del := hits[len(hits)-1]; del.Session != "session-1" || del.Version != tt.version {
+				t.Errorf("DELETE carried session %q version %q", del.Session, del.Version)
+			}
+		})
+	}
+}
+
+// TestHTTP_ConcurrentCalls runs calls side by side over event streams that
+// also carry a notification and a server request tied to each call.
+func TestHTTP_ConcurrentCalls(t *testing.T) {
+	f := newFakeHTTP(t)
+	f.sse = true
+	f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		if m.Method != "tools/call" {
+			return false
+		}
+		startSSE(w)
+		writeEvent(t, w, sse.Event{ID: "p" + m.ID.String(), HasID: true})
+		progress := jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":`+m.ID.String()+`,"progress":1}`))
+		writeEvent(t, w, sse.Event{ID: "n" + m.ID.String(), HasID: true, Data: encode(t, progress)})
+		ping := jsonrpc.NewRequest(jsonrpc.StringID("ping-"+m.ID.String()), "ping", nil)
+		writeEvent(t, w, sse.Event{ID: "q" + m.ID.String(), HasID: true, Data: encode(t, ping)})
+		writeEvent(t, w, sse.Event{ID: "r" + m.ID.String(), HasID: true, Data: encode(t, jsonrpc.NewResult(m.ID, m.Params))})
+		return true
+	}
+	srv := f.start()
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+	mustConnect(t, c)
+
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var mu sync.Mutex
+			var notes []string
+			hooks := &CallHooks{Notify: func(m *jsonrpc.Message) {
+				mu.Lock()
+				notes = append(notes, m.Method)
+				mu.Unlock()
+			}}
+			params := json.RawMessage(fmt.Sprintf(`{"name":"echo","arguments":{"i":%d}}`, i))
+			res, err := c.Call(callCtx(t), "tools/call", params, hooks)
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+				return
+			}
+			if string(res) != string(params) {
+				t.Errorf("call %d: result %s, want %s", i, res, params)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff([]string{"notifications/progress"}, notes); diff != "" {
+				t.Errorf("call %d: notifications (-want +got):\n%s", i, diff)
+			}
+		})
+	}
+	wg.Wait()
+	// Each server ping was answered by a POST of a response.
+	answered := 0
+	for answered < n {
+		f.waitHit(func(h hit) bool { return h.RPC == "response" })
+		answered = 0
+		for _, h := range f.allHits() {
+			if h.RPC == "response" {
+				answered++
+			}
+		}
+	}
+}
+
+// TestHTTP_Resume covers a POST stream the server closes before answering
+// (spec 2025-11-25: after the priming event it may close the connection at
+// any time; the client resumes with GET + Last-Event-ID after retry ms).
+func TestHTTP_Resume(t *testing.T) {
+	tests := []struct {
+		name string
+		// post writes the POST's stream for request id; resume answers the
+		// GET that resumes it (lastID is its Last-Event-ID) and returns the
+		// event ids it sent.
+		post    func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID)
+		resume  func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID, lastID string)
+		wantErr string   // "" means the call succeeds
+		wantIDs []string // the Last-Event-ID of each resuming GET
+	}{
+		{
+			name: "closed after the priming event",
+			post: func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID) {
+				startSSE(w)
+				writeEvent(t, w, sse.Event{ID: "prime-1", HasID: true, Retry: 50 * time.Millisecond, HasRetry: true})
+			},
+			resume: func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID, lastID string) {
+				startSSE(w)
+				writeEvent(t, w, sse.Event{ID: "ev-2", HasID: true, Data: encode(t, jsonrpc.NewResult(id, json.RawMessage(`{"resumed":true}`)))})
+			},
+			wantIDs: []string{"prime-1"},
+		},
+		{
+			name: "closed twice",
+			post: func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID) {
+				startSSE(w)
+				writeEvent(t, w, sse.Event{ID: "prime-1", HasID: true, Retry: time.Millisecond, HasRetry: true})
+			},
+			resume: func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID, lastID string) {
+				startSSE(w)
+				if lastID == "prime-1" {
+					note := jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"info","data":"half way"}`))
+					writeEvent(t, w, sse.Event{ID: "ev-2", HasID: true, Data: encode(t, note)})
+					return
+				}
+				writeEvent(t, w, sse.Event{ID: "ev-3", HasID: true, Data: encode(t, jsonrpc.NewResult(id, json.RawMessage(`{"resumed":true}`)))})
+			},
+			wantIDs: []string{"prime-1", "ev-2"},
+		},
+		{
+			name: "closed without an event id",
+			post: func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID) {
+				startSSE(w)
+				writeEvent(t, w, sse.Event{Data: encode(t, jsonrpc.NewNotification("notifications/message", json.RawMessage(`{}`)))})
+			},
+			wantErr: "server closed the response stream before answering",
+		},
+		{
+			name: "resumes that make no progress",
+			post: func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID) {
+				startSSE(w)
+				writeEvent(t, w, sse.Event{ID: "prime-1", HasID: true, Retry: time.Millisecond, HasRetry: true})
+			},
+			resume: func(t *testing.T, w http.ResponseWriter, id jsonrpc.ID, lastID string) {
+				startSSE(w)
+				fmt.Fprint(w, ": nothing new\n\n")
+			},
+			wantErr: "5 attempts to resume it made no progress",
+			wantIDs: []string{"prime-1", "prime-1", "prime-1", "prime-1", "prime-1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeHTTP(t)
+			var mu sync.Mutex
+			var callID jsonrpc.ID
+			f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+				if m.Method != "tools/call" {
+					return false
+				}
+				mu.Lock()
+				callID = m.ID
+				mu.Unlock()
+				tt.post(t, w, m.ID)
+				return true
+			}
+			f.onGet = func(w http.ResponseWriter, r *http.Request) {
+				lastID := r.Header.Get("Last-Event-ID")
+				if lastID == "" || tt.resume == nil {
+					// Not a resume: the server offers no GET stream.
+					http.Error(w, "no", http.StatusMethodNotAllowed)
+					return
+				}
+				mu.Lock()
+				id := callID
+				mu.Unlock()
+				tt.resume(t, w, id, lastID)
+			}
+			srv := f.start()
+			var notes []string
+			var nmu sync.Mutex
+			c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+			mustConnect(t, c)
+			hooks := &CallHooks{Notify: func(m *jsonrpc.Message) {
+				nmu.Lock()
+				notes = append(notes, m.Method)
+				nmu.Unlock()
+			}}
+			res, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{"name":"slow"}`), hooks)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Call error = %v, want one containing %q", err, tt.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Call: %v", err)
+				}
+				if string(res) != `{"resumed":true}` {
+					t.Errorf("result = %s", res)
+				}
+			}
+			var gotIDs []string
+			for _, h := range f.allHits() {
+				if h.HTTP == http.MethodGet && h.LastEventID != "" {
+					gotIDs = append(gotIDs, h.LastEventID)
+					if h.Session != "session-1" || h.Version != LatestProtocolVersion {
+						t.Errorf("resuming GET carried session %q version %q", h.Session, h.Version)
+					}
+				}
+			}
+			if diff := cmp.Diff(tt.wantIDs, gotIDs); diff != "" {
+				t.Errorf("Last-Event-ID of the resuming GETs (-want +got):\n%s", diff)
+			}
+			if tt.name == "closed twice" && !slices.Equal(notes, []string{"notifications/message"}) {
+				t.Errorf("notifications tied to the call = %v", notes)
+			}
+		})
+	}
+}
+
+// TestHTTP_ResumeAfterExpiry checks that a session that expires while a
+// call's stream is being resumed fails that call (the server had it; it is
+// not sent again) and that the next call initializes a new session.
+func TestHTTP_ResumeAfterExpiry(t *testing.T) {
+	f := newFakeHTTP(t)
+	f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		if m.Method != "tools/call" {
+			return false
+		}
+		f.mu.Lock()
+		f.session = "" // the server forgets the session
+		f.mu.Unlock()
+		startSSE(w)
+		writeEvent(t, w, sse.Event{ID: "prime-1", HasID: true, Retry: time.Millisecond, HasRetry: true})
+		return true
+	}
+	srv := f.start()
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+	mustConnect(t, c)
+	_, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{}`), nil)
+	if err == nil || !strings.Contains(err.Error(), "session expired before the server answered") || errors.Is(err, errSessionExpired) {
+		t.Fatalf("Call error = %v", err)
+	}
+	if _, err := c.ListTools(callCtx(t)); err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	want := []string{
+		"POST initialize", "POST notifications/initialized", "POST tools/call",
+		"POST initialize", "POST notifications/initialized", "POST tools/list",
+	}
+	if diff := cmp.Diff(want, f.methods()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// TestHTTP_Batch covers a 2025-03-26 server answering with a JSON-RPC batch
+// (a notification tied to the call, then the response), as JSON and as an
+// event.
+func TestHTTP_Batch(t *testing.T) {
+	for _, useSSE := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sse=%v", useSSE), func(t *testing.T) {
+			f := newFakeHTTP(t)
+			f.version = protocol20250326
+			f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+				if m.Method != "tools/call" {
+					return false
+				}
+				batch := encode(t,
+					jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":"p","progress":1}`)),
+					jsonrpc.NewResult(m.ID, json.RawMessage(`{"batched":true}`)))
+				if !useSSE {
+					writeJSON(w, batch)
+					return true
+				}
+				startSSE(w)
+				writeEvent(t, w, sse.Event{Data: batch})
+				return true
+			}
+			srv := f.start()
+			c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+			mustConnect(t, c)
+			var notes []string
+			res, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{}`), &CallHooks{Notify: func(m *jsonrpc.Message) { notes = append(notes, m.Method) }})
+			if err != nil {
+				t.Fatalf("Call: %v", err)
+			}
+			if string(res) != `{"batched":true}` {
+				t.Errorf("result = %s", res)
+			}
+			if diff := cmp.Diff([]string{"notifications/progress"}, notes); diff != "" {
+				t.Errorf("notifications (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHTTP_SessionExpiry covers a server that forgets the session: the
+// Client initializes again, once, without a session id, and resends.
+func TestHTTP_SessionExpiry(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		body    string
+		times   int  // -1: every time
+		notify  bool // the expiry is seen by a notification first
+		wantErr bool
+	}{
+		{name: "404", status: http.StatusNotFound, body: "Session not found", times: 1},
+		{name: "seen by a notification", status: http.StatusNotFound, body: "Session not found", times: 1, notify: true},
+		{name: "TypeScript SDK 400", status: http.StatusBadRequest, body: `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`, times: 1},
+		{name: "expires every time", status: http.StatusNotFound, body: "Session not found", times: -1, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeHTTP(t)
+			f.expireOn, f.expireTimes, f.expireStatus, f.expireBody = "tools/list", tt.times, tt.status, tt.body
+			want := []string{
+				"POST initialize", "POST notifications/initialized", "POST tools/list",
+				"POST initialize", "POST notifications/initialized", "POST tools/list",
+			}
+			if tt.notify {
+				f.expireOn = "notifications/roots/list_changed"
+				want = slices.Delete(want, 2, 3)
+				want = slices.Insert(want, 2, "POST notifications/roots/list_changed")
+			}
+			srv := f.start()
+			c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+			mustConnect(t, c)
+			if tt.notify {
+				if err := c.Notify(callCtx(t), "notifications/roots/list_changed", nil); !errors.Is(err, errSessionExpired) {
+					t.Fatalf("Notify error = %v, want %v", err, errSessionExpired)
+				}
+			}
+			tools, err := c.ListTools(callCtx(t))
+			if tt.wantErr {
+				if !errors.Is(err, errSessionExpired) {
+					t.Fatalf("ListTools error = %v, want %v", err, errSessionExpired)
+				}
+			} else if err != nil || len(tools) != 1 {
+				t.Fatalf("ListTools = %s, %v", tools, err)
+			}
+			if diff := cmp.Diff(want, f.methods()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			var inits []hit
+			for _, h := range f.allHits() {
+				if h.RPC == "initialize" {
+					inits = append(inits, h)
+				}
+			}
+			if len(inits) != 2 || inits[1].Session != "" || inits[1].Version != "" {
+				t.Errorf("initializations = %+v; want a second one without session or version", inits)
+			}
+		})
+	}
+}
+
+// TestHTTP_GetStream covers the GET stream: it carries the session and the
+// version, delivers what the server pushes to OnNotification, answers the
+// server's requests, and reconnects when the server ends it.
+func TestHTTP_GetStream(t *testing.T) {
+	f := newFakeHTTP(t)
+	var gets sync.WaitGroup
+	f.onGet = func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		defer gets.Done()
+		startSSE(w)
+		if r.Header.Get("Last-Event-ID") == "" {
+			// The first connection: one notification, then the server
+			// ends the stream, which the client reopens.
+			writeEvent(t, w, sse.Event{ID: "g1", HasID: true, Data: encode(t, jsonrpc.NewNotification("notifications/tools/list_changed", nil))})
+			return
+		}
+		ping := jsonrpc.NewRequest(jsonrpc.StringID("srv-ping"), "ping", nil)
+		writeEvent(t, w, sse.Event{ID: "g2", HasID: true, Data: encode(t, ping)})
+		<-r.Context().Done()
+	}
+	srv := f.start()
+	notes := make(chan string, 10)
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{
+		OnNotification: func(m *jsonrpc.Message) { notes <- m.Method },
+	})
+	mustConnect(t, c)
+	select {
+	case got := <-notes:
+		if got != "notifications/tools/list_changed" {
+			t.Errorf("OnNotification got %q", got)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the notification on the GET stream never arrived")
+	}
+	// The reconnection carried the last event id; the ping was answered.
+	h := f.waitHit(func(h hit) bool { return h.HTTP == http.MethodGet && h.LastEventID == "g1" })
+	if h.Session != "session-1" || h.Version != LatestProtocolVersion {
+		t.Errorf("GET carried session %q version %q", h.Session, h.Version)
+	}
+	f.waitHit(func(h hit) bool { return h.RPC == "response" })
+	if err := c.Close(callCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	gets.Wait() // Close ended the held GET
+}
+
+// TestHTTP_GetStreamStops checks that the GET stream gives up by itself
+// when the server offers none (405) or forgot the session (404), and keeps
+// going (with backoff) on other failures until stopped.
+func TestHTTP_GetStreamStops(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		wantStop bool
+	}{
+		{name: "405", status: http.StatusMethodNotAllowed, wantStop: true},
+		{name: "404", status: http.StatusNotFound, wantStop: true},
+		{name: "TypeScript SDK 400", status: http.StatusBadRequest, wantStop: true},
+		{name: "503", status: http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkNoLeaks(t)
+			gets := make(chan struct{}, 100)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				gets <- struct{}{}
+				http.Error(w, "Bad Request: No valid session ID provided", tt.status)
+			}))
+			t.Cleanup(srv.Close)
+			tr := newHTTPTransport(testServer("http", srv.URL), &ClientOptions{HTTPClient: srv.Client()}).(*httpTransport)
+			tr.recv = func(*jsonrpc.Message, related) { t.Error("a message arrived") }
+			t.Cleanup(func() { tr.close(context.Background()) })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			returned := make(chan struct{})
+			go func() {
+				tr.runGetStream(ctx, "session-1", LatestProtocolVersion)
+				close(returned)
+			}()
+			<-gets
+			if !tt.wantStop {
+				<-gets // it tries again
+				cancel()
+			}
+			select {
+			case <-returned:
+			case <-time.After(waitLimit):
+				t.Fatal("the GET stream did not stop")
+			}
+		})
+	}
+}
+
+// TestHTTP_CloseDuringCall checks that Close ends a call in flight.
+func TestHTTP_CloseDuringCall(t *testing.T) {
+	f := newFakeHTTP(t)
+	f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		if m.Method != "tools/call" {
+			return false
+		}
+		startSSE(w)
+		writeEvent(t, w, sse.Event{ID: "p", HasID: true})
+		<-r.Context().Done()
+		return true
+	}
+	srv := f.start()
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+	mustConnect(t, c)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{}`), nil)
+		errc <- err
+	}()
+	f.waitHit(func(h hit) bool { return h.RPC == "tools/call" })
+	if err := c.Close(callCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(callCtx(t)); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := <-errc; err == nil {
+		t.Error("the call succeeded")
+	}
+	if _, err := c.Call(callCtx(t), "tools/list", nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Call after Close = %v, want ErrClosed", err)
+	}
+	f.waitHit(func(h hit) bool { return h.HTTP == http.MethodDelete })
+}
+
+// TestHTTP_CancelOnContext checks that a call whose context ends stops
+// reading its stream and that the server hears notifications/cancelled.
+func TestHTTP_CancelOnContext(t *testing.T) {
+	f := newFakeHTTP(t)
+	f.sse = true
+	f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		if m.Method != "tools/call" {
+			return false
+		}
+		startSSE(w)
+		writeEvent(t, w, sse.Event{ID: "p", HasID: true})
+		<-r.Context().Done() // never answers
+		return true
+	}
+	srv := f.start()
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+	mustConnect(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, "tools/call", json.RawMessage(`{}`), nil)
+		errc <- err
+	}()
+	f.waitHit(func(h hit) bool { return h.RPC == "tools/call" })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("Call error = %v, want context.Canceled", err)
+	}
+	f.waitHit(func(h hit) bool { return h.RPC == "notifications/cancelled" })
+}
+
+// TestHTTP_Errors covers answers that are errors: body caps, statuses, and
+// that no error names a secret.
+func TestHTTP_Errors(t *testing.T) {
+	big := `{"text":"` + strings.Repeat("x", 4096) + `"}`
+	tests := []struct {
+		name    string
+		handler func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message)
+		wantErr string
+	}{
+		{
+			name: "json body over the cap",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				writeJSON(w, encode(t, jsonrpc.NewResult(m.ID, json.RawMessage(big))))
+			},
+			wantErr: "server's answer is larger than the limit of 1024 bytes",
+		},
+		{
+			name: "event over the cap",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				startSSE(w)
+				writeEvent(t, w, sse.Event{ID: "1", HasID: true, Data: encode(t, jsonrpc.NewResult(m.ID, json.RawMessage(big)))})
+			},
+			wantErr: "server sent an event larger than the limit of 1024 bytes",
+		},
+		{
+			name: "500 echoing secrets",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				http.Error(w, "oops: Authorization: Bearer "+testAPIKey+"; X-Test: "+testHeaderValue+strings.Repeat(" and more", 100), http.StatusInternalServerError)
+			},
+			wantErr: "server answered 500 Internal Server Error: oops: Authorization: Bearer [redacted]; X-Test: [redacted] and more",
+		},
+		{
+			name: "401",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				http.Error(w, "bad key "+testAPIKey, http.StatusUnauthorized)
+			},
+			wantErr: "server answered 401 Unauthorized: unauthorized (check api_key)",
+		},
+		{
+			name: "403",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				w.WriteHeader(http.StatusForbidden)
+			},
+			wantErr: "server answered 403 Forbidden: unauthorized (check api_key)",
+		},
+		{
+			name: "json without the response",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				writeJSON(w, encode(t, jsonrpc.NewNotification("notifications/message", nil)))
+			},
+			wantErr: "does not contain the response",
+		},
+		{
+			name: "202 to a request",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				w.WriteHeader(http.StatusAccepted)
+			},
+			wantErr: "server answered 202 Accepted to a request, without a response",
+		},
+		{
+			name: "html",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				w.Header().Set("Content-Type", "text/html")
+				w.Write([]byte("<html>"))
+			},
+			wantErr: `content type "text/html"`,
+		},
+		{
+			name: "not JSON-RPC",
+			handler: func(t *testing.T, w http.ResponseWriter, m *jsonrpc.Message) {
+				writeJSON(w, []byte(`{"hello":1}`))
+			},
+			wantErr: "server's answer is not JSON-RPC",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeHTTP(t)
+			f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+				if m.Method != "tools/call" {
+					return false
+				}
+				tt.handler(t, w, m)
+				return true
+			}
+			srv := f.start()
+			c := newTestClient(t, testServer("http", srv.URL+"/?token=query-5ecret"), ClientOptions{MaxMessageBytes: 1024})
+			mustConnect(t, c)
+			_, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{}`), nil)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Call error = %v, want one containing %q", err, tt.wantErr)
+			}
+			if len(err.Error()) > 400 {
+				t.Errorf("error of %d bytes: %v", len(err.Error()), err)
+			}
+			assertNoSecrets(t, "error", err.Error())
+			// The client still works.
+			if _, err := c.ListTools(callCtx(t)); err != nil {
+				t.Errorf("ListTools after the error: %v", err)
+			}
+		})
+	}
+}
+
+// TestHTTP_ConnectErrors checks that failures to reach a server name it by
+// scheme, host and path only.
+func TestHTTP_ConnectErrors(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	for _, transport := range []string{"http", "sse"} {
+		t.Run(transport, func(t *testing.T) {
+			c := newTestClient(t, testServer(transport, url+"/mcp?token=query-5ecret"), ClientOptions{})
+			err := c.Connect(callCtx(t))
+			if err == nil {
+				t.Fatal("Connect succeeded")
+			}
+			if !strings.Contains(err.Error(), url+"/mcp") {
+				t.Errorf("error %q does not name the server", err)
+			}
+			assertNoSecrets(t, "error", err.Error())
+		})
+	}
+}
+
+// TestHTTP_GoSDK runs the client against the official Go SDK's streamable
+// HTTP server (stateful). go-sdk supports 2026-07-28 too; we ask 2025-11-25
+// and it must agree.
+func TestHTTP_GoSDK(t *testing.T) {
+	for _, jsonResponse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", jsonResponse), func(t *testing.T) {
+			server := newSDKServer()
+			var gets sync.WaitGroup
+			getSeen := make(chan struct{}, 10)
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{JSONResponse: jsonResponse})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "Bearer "+testAPIKey {
+					t.Errorf("%s without the bearer key", r.Method)
+				}
+				if r.Method == http.MethodGet {
+					gets.Add(1)
+					defer gets.Done()
+					select {
+					case getSeen <- struct{}{}:
+					default:
+					}
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			notes := make(chan string, 10)
+			c := newTestClient(t, testServer("http", srv.URL), ClientOptions{
+				OnNotification: func(m *jsonrpc.Message) { notes <- m.Method },
+			})
+			mustConnect(t, c)
+			if got := c.Initialized().ProtocolVersion; got != LatestProtocolVersion {
+				t.Errorf("negotiated %q", got)
+			}
+			tools, err := c.ListTools(callCtx(t))
+			if err != nil || len(tools) != 1 {
+				t.Fatalf("ListTools = %s, %v", tools, err)
+			}
+			res, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{"name":"echo","arguments":{"text":"hi"}}`), nil)
+			if err != nil {
+				t.Fatalf("Call: %v", err)
+			}
+			if !strings.Contains(string(res), `"text":"echo: hi"`) {
+				t.Errorf("result = %s", res)
+			}
+			// A tool added later is announced on the GET stream.
+			select {
+			case <-getSeen:
+			case <-time.After(waitLimit):
+				t.Fatal("no GET stream")
+			}
+			deadline := time.After(waitLimit)
+		wait:
+			for i := 0; ; i++ {
+				addEcho(server, fmt.Sprintf("echo%d", i))
+				select {
+				case got := <-notes:
+					if got != "notifications/tools/list_changed" {
+						t.Errorf("notification %q", got)
+					}
+					break wait
+				case <-time.After(100 * time.Millisecond):
+					// The GET may not be subscribed yet; announce again.
+				case <-deadline:
+					t.Fatal("list_changed never arrived on the GET stream")
+				}
+			}
+			if err := c.Close(callCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			gets.Wait()
+		})
+	}
+}
+
+func newSDKServer() *mcp.Server {
+	server := mcp.NewServer(&mcp.Implementation{Name: "real", Version: "1"}, nil)
+	addEcho(server, "echo")
+	return server
+}
+
+func addEcho(server *mcp.Server, name string) {
+	type in struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: name, Description: "echoes"}, func(_ context.Context, _ *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + args.Text}}}, nil, nil
+	})
+}

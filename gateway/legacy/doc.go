@@ -1,0 +1,116 @@
+// Package legacy is mcpgw's /mcp edge for the session-based protocol
+// revisions: 2025-11-25, 2025-06-18 and 2025-03-26, over the streamable
+// HTTP transport (MCP 2025-11-25, basic/transports). It terminates
+// initialize, owns the downstream sessions, turns each POSTed request into
+// a gateway.Request for the core, writes the answer as JSON or as an SSE
+// stream, lets a client resume a dropped stream with GET and Last-Event-ID,
+// and encodes results for the client's negotiated version (DESIGN decisions
+// 11 and 12).
+//
+// It exists apart from the core because the core knows no HTTP and no era's
+// wire format; the modern (2026-07-28) edge will sit beside it and share
+// nothing but the core.
+//
+// # Session lifecycle
+//
+//	POST initialize (no Mcp-Session-Id)
+//	   │  caps: global → 503, per principal → 429
+//	   ▼
+//	 live session ── Mcp-Session-Id = seal{replica, principal, 16 random bytes, created}
+//	   │  version, client capabilities and info, principal, last activity,
+//	   │  calls in flight (request id → cancel), streams (0 = GET, 1, 2, …)
+//	   │
+//	   ├─ DELETE ────────────┐
+//	   ├─ idle (no call, no  │  end: cancel its calls, close its streams,
+//	   │  connected stream,  ├─ forget the id; that id now gets 404 and the
+//	   │  for IdleTimeout) ──┤  client initializes again
+//	   └─ Handler.Close ─────┘
+//
+// A session id is a sealed token (internal/seal, purpose "session"): any
+// request whose id does not open, names another replica or another
+// principal, or names a session this process does not hold gets 404. The
+// random part, in hex, is the session's short id: the key of the session
+// table, the "session_id" in logs, gateway.Request.Session and
+// SessionInfo.ID. The token itself is a bearer credential and is never
+// logged.
+//
+// The janitor goroutine, owned by the Handler and stopped by Close, ends
+// idle sessions and drops finished streams whose resume window passed. A
+// lookup also checks idleness itself, so an expired id is 404 even between
+// two janitor rounds.
+//
+// # Streams and event ids
+//
+// Every SSE response belongs to a logical stream of its session, numbered
+// from 1 for POST responses; stream 0 is the session's standalone GET
+// stream. Each event gets the id "<stream>_<seq>" (seq counts from 1 within
+// the stream), which is unique across all streams of the session and names
+// its stream, as 2025-11-25 asks. Events are appended to the stream's buffer
+// and written by at most one attached connection, from its cursor:
+//
+//	POST tools/call ─► stream 3: [3_1 priming] [3_2 progress] [3_3 response] ─► done
+//	                        ▲ the POST's connection writes from its cursor
+//	connection drops ─► the call keeps running (a dropped connection is not
+//	                    a cancel); later events wait in the buffer
+//	GET, Last-Event-ID: 3_2 ─► a new connection attaches to stream 3 at seq 2,
+//	                    writes 3_3, and the response ends with the stream
+//
+// A forwarded request (anything but ping, initialize and */list) is answered
+// as text/event-stream: on 2025-11-25 sessions it begins with a priming
+// event (an id and empty data), older sessions get none; then the request's
+// notifications, then its response, and the stream ends. Requests the
+// gateway answers itself are answered as application/json. A newer
+// connection for a stream (a resume, or a fresh GET for stream 0) replaces
+// the older one, which ends; a message is only ever written to the one
+// logical stream it belongs to, so it is never sent on two streams.
+//
+// A fresh GET (no Last-Event-ID) attaches to stream 0, first writing the
+// events no connection delivered yet (at least once: one written just as
+// the older connection went may come again), then a priming event on
+// 2025-11-25 sessions, then each notifications/tools/list_changed as it
+// happens.
+// Sessions that never opened a GET stream do not get list_changed.
+//
+// Buffers are bounded: a stream keeps at most MaxStreamEvents events and
+// MaxStreamBytes bytes, dropping its oldest events first but never its last
+// one (a response is kept whatever its size). A connection or a resume that
+// falls behind the oldest buffered event continues from that event: the
+// dropped events (notifications, never a response) are lost. A finished
+// stream whose events were all written is dropped at once; one that was
+// not is kept for ResumeWindow, and a session keeps at most
+// maxFinishedStreams of them.
+//
+// A Last-Event-ID that does not parse, names a stream the session does not
+// have (never opened, or dropped after its resume window) or an event not
+// issued yet gets 400 with a JSON-RPC error: not 404, which would tell the
+// client its whole session is gone (the go-sdk server makes the same
+// choice).
+//
+// # Cancellation and shutdown
+//
+// A call runs under a context detached from its HTTP request
+// (context.WithoutCancel) and cancelled only by notifications/cancelled
+// (no response is written; its stream ends), by the end of its session, or
+// by Close once its drain deadline passes (the client then gets a JSON-RPC
+// error saying the gateway shut down). Each call runs in a goroutine the
+// Handler owns; Close waits for all of them.
+//
+// # Batches
+//
+// Only 2025-03-26 sessions may POST a JSON-RPC batch (that revision allows
+// them; later ones removed them). A batch never holds initialize. A batch
+// of notifications and responses gets 202. Requests in a batch run
+// concurrently; if all are answered by the gateway itself the answer is a
+// JSON array of their responses, otherwise one SSE stream carries each
+// response as its own event, in the order they finish, and ends after the
+// last.
+//
+// # Per-version results
+//
+// The core returns the newest shape. For 2025-06-18 the edge drops tools'
+// icons and execution; for 2025-03-26 also their outputSchema, title and
+// _meta, and in tools/call results structuredContent, with each
+// resource_link block turned into a text block "<title or name>: <uri>".
+// 2025-11-25 results pass byte for byte. Everything not removed passes
+// through untouched (internal/rawjson).
+package legacy

@@ -1,0 +1,203 @@
+package legacy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// The protocol versions this edge speaks, newest first.
+const (
+	V20251125 = "2025-11-25"
+	V20250618 = "2025-06-18"
+	V20250326 = "2025-03-26"
+)
+
+// Versions are the protocol versions the legacy edge negotiates, newest
+// first.
+var Versions = []string{V20251125, V20250618, V20250326}
+
+func supported(v string) bool {
+	for _, s := range Versions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// marshal encodes v as JSON without the HTML escaping of json.Marshal, so
+// that "<", ">" and "&" in a message stay as the peer wrote them.
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only our own values reach here; they always encode.
+		panic(fmt.Sprintf("legacy: encoding %T: %v", v, err))
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+}
+
+// resultMessage returns the response {"jsonrpc":"2.0","id":id,"result":result}
+// with result spliced in as it is: built by hand because json.Marshal would
+// compact and HTML-escape the result, and 2025-11-25 clients get the
+// upstream's bytes unchanged.
+func resultMessage(id jsonrpc.ID, result json.RawMessage) []byte {
+	if len(result) == 0 {
+		result = json.RawMessage(`{}`)
+	}
+	b := make([]byte, 0, len(result)+len(id.Raw())+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, idJSON(id)...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// errorMessage returns an error response. A zero id is written as null, as
+// JSON-RPC asks when the request's id is unknown.
+func errorMessage(id jsonrpc.ID, e *jsonrpc.Error) []byte {
+	b := []byte(`{"jsonrpc":"2.0","id":`)
+	b = append(b, idJSON(id)...)
+	b = append(b, `,"error":`...)
+	b = append(b, marshal(e)...)
+	return append(b, '}')
+}
+
+// notificationMessage returns a notification with params spliced in.
+func notificationMessage(method string, params json.RawMessage) []byte {
+	b := []byte(`{"jsonrpc":"2.0","method":`)
+	b = append(b, marshal(method)...)
+	if len(params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+func idJSON(id jsonrpc.ID) []byte {
+	if !id.IsValid() {
+		return []byte("null")
+	}
+	return id.Raw()
+}
+
+// The members each version lacks (MCP 2025-11-25 changelog, and the
+// 2025-06-18 and 2025-03-26 schemas).
+var (
+	// toolDrop lists, per version, the members of a Tool it does not have.
+	toolDrop = map[string][]string{
+		V20250618: {"icons", "execution"},
+		V20250326: {"outputSchema", "title", "icons", "execution", "_meta"},
+	}
+)
+
+// encodeResult returns the result of method encoded for a client of
+// version (DESIGN decision 11): the core gives the newest shape, and older
+// clients lose the members their revision lacks. Every other byte passes
+// through. A result that does not have the expected shape passes through
+// unchanged: it is the upstream's, and the client may still make sense of
+// it.
+func encodeResult(version, method string, result json.RawMessage) json.RawMessage {
+	switch method {
+	case "tools/list":
+		drop := toolDrop[version]
+		if len(drop) == 0 {
+			return result
+		}
+		out, err := mapArray(result, "tools", func(tool json.RawMessage) (json.RawMessage, error) {
+			return rawjson.Delete(tool, drop...)
+		})
+		if err != nil {
+			return result
+		}
+		return out
+	case "tools/call":
+		if version != V20250326 {
+			return result
+		}
+		// 2025-03-26 has neither structuredContent nor resource_link.
+		out, err := rawjson.Delete(result, "structuredContent")
+		if err != nil {
+			return result
+		}
+		out2, err := mapArray(out, "content", linkToText)
+		if err != nil {
+			return out
+		}
+		return out2
+	}
+	return result
+}
+
+// mapArray applies fn to each element of the array obj[key] and returns obj
+// with the new array, or obj itself when fn changed nothing. A missing key
+// is no change.
+func mapArray(obj json.RawMessage, key string, fn func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
+	arr, ok, err := rawjson.Get(obj, key)
+	if err != nil || !ok {
+		return obj, err
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(arr, &elems); err != nil {
+		return nil, err
+	}
+	changed := false
+	for i, e := range elems {
+		if bytes.HasPrefix(bytes.TrimSpace(e), []byte("{")) {
+			ne, err := fn(e)
+			if err != nil {
+				return nil, err
+			}
+			if !bytes.Equal(ne, e) {
+				elems[i] = ne
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return obj, nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, e := range elems {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(e)
+	}
+	b.WriteByte(']')
+	return rawjson.Set(obj, key, b.Bytes())
+}
+
+// linkToText turns a resource_link content block into a text block naming
+// the link, "<title or name>: <uri>", for 2025-03-26 clients, which have no
+// resource_link; the block's annotations are kept. Other blocks are
+// returned as they are.
+func linkToText(block json.RawMessage) (json.RawMessage, error) {
+	if t, _ := rawjson.String(block, "type"); t != "resource_link" {
+		return block, nil
+	}
+	label, _ := rawjson.String(block, "title")
+	if label == "" {
+		label, _ = rawjson.String(block, "name")
+	}
+	uri, _ := rawjson.String(block, "uri")
+	text := uri
+	if label != "" {
+		text = label + ": " + uri
+	}
+	out := struct {
+		Type        string          `json:"type"`
+		Text        string          `json:"text"`
+		Annotations json.RawMessage `json:"annotations,omitempty"`
+	}{Type: "text", Text: text}
+	if a, ok, _ := rawjson.Get(block, "annotations"); ok && json.Valid(a) {
+		out.Annotations = a
+	}
+	return marshal(out), nil
+}

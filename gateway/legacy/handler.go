@@ -1,0 +1,431 @@
+package legacy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/seal"
+)
+
+// The HTTP headers of the streamable HTTP transport.
+const (
+	HeaderSessionID       = "Mcp-Session-Id"
+	HeaderProtocolVersion = "Mcp-Protocol-Version"
+	HeaderLastEventID     = "Last-Event-ID"
+)
+
+// Defaults for the Options fields that have no config counterpart.
+const (
+	DefaultKeepAlive       = 15 * time.Second
+	DefaultResumeWindow    = 5 * time.Minute
+	DefaultMaxStreamEvents = 256
+	DefaultMaxStreamBytes  = 4 << 20
+	DefaultMaxInFlight     = 64
+	DefaultWriteTimeout    = 30 * time.Second
+)
+
+// maxFinishedStreams caps the finished, not fully written streams a
+// session keeps for resumption; beyond it the oldest is dropped.
+const maxFinishedStreams = 32
+
+// Options configures a Handler.
+type Options struct {
+	// Core answers the requests. Required.
+	Core *gateway.Server
+	// Logger receives the edge's logs. Nil discards them.
+	Logger *slog.Logger
+	// AllowHost reports whether a Host header value (host or host:port, as
+	// the client sent it) may reach /mcp; others get 403 (DNS rebinding).
+	// Nil allows every host.
+	AllowHost func(host string) bool
+	// AllowOrigin reports whether an Origin header value may reach /mcp;
+	// others get 403. A request without Origin is always allowed. Nil
+	// allows every origin.
+	AllowOrigin func(origin string) bool
+	// Principal names who sent a request (the auth layer's answer).
+	// Sessions belong to it. Nil gives gateway.Anonymous to everyone.
+	Principal func(r *http.Request) string
+	// MaxRequestBody caps a POST body; larger ones get 413. If zero,
+	// config.DefaultMaxRequestBody.
+	MaxRequestBody int64
+	// IdleTimeout ends a session with no call in flight and no connected
+	// stream for this long. If zero, config.DefaultSessionIdle.
+	IdleTimeout time.Duration
+	// MaxSessions caps the sessions of this Handler (503 above it), and
+	// MaxSessionsPerPrincipal those of one principal (429 above it). If
+	// zero, config.DefaultMaxSessions and config.DefaultMaxPerPrincipal.
+	MaxSessions, MaxSessionsPerPrincipal int
+	// MaxInFlight caps the requests in flight on one session; more get a
+	// JSON-RPC error with gateway.CodeRateLimited. If zero,
+	// DefaultMaxInFlight.
+	MaxInFlight int
+	// Secret keys the sealed session ids; at least seal.MinSecretLen bytes.
+	// Replicas that share it can open each other's ids. If nil, a random
+	// secret is made, and ids die with the process.
+	Secret []byte
+	// Replica names this replica inside session ids. If empty, the host
+	// name.
+	Replica string
+	// KeepAlive is the interval of SSE keep-alive comments on a stream
+	// that has nothing else to send. If zero, DefaultKeepAlive.
+	KeepAlive time.Duration
+	// ResumeWindow is how long a finished stream that was not fully
+	// written stays resumable. If zero, DefaultResumeWindow.
+	ResumeWindow time.Duration
+	// MaxStreamEvents and MaxStreamBytes bound one stream's event buffer;
+	// the oldest events go first, never the last one. If zero,
+	// DefaultMaxStreamEvents and DefaultMaxStreamBytes.
+	MaxStreamEvents int
+	MaxStreamBytes  int64
+	// WriteTimeout bounds each write to a stream's connection; a client
+	// that does not read for this long loses the connection (not the
+	// stream: it can resume). If zero, DefaultWriteTimeout.
+	WriteTimeout time.Duration
+}
+
+// Handler serves /mcp for legacy-era clients. Create it with New, mount it
+// with Register and stop it with Close. It is safe for concurrent use.
+type Handler struct {
+	opts      Options
+	core      *gateway.Server
+	logger    *slog.Logger
+	sealer    *seal.Sealer
+	principal func(*http.Request) string
+
+	mu           sync.Mutex
+	state        state
+	sessions     map[string]*session // by short id
+	perPrincipal map[string]int
+
+	// calls counts the goroutines running core calls; conns the HTTP
+	// handlers in progress. Both are only added to under mu, in the
+	// states that allow it, so Close's Wait never races an Add.
+	calls sync.WaitGroup
+	conns sync.WaitGroup
+
+	stopJanitor chan struct{}
+	janitorDone chan struct{}
+	stopWatch   func()
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// state is where a Handler is in its life.
+type state int
+
+const (
+	running  state = iota
+	draining       // Close called: no new sessions, calls or GET streams
+	stopped        // every session ended
+)
+
+// New returns a Handler for opts and starts its janitor and its watch of
+// the core's list changes.
+func New(opts Options) (*Handler, error) {
+	if opts.Core == nil {
+		return nil, errors.New("legacy: Options.Core is required")
+	}
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{
+		{"MaxRequestBody", opts.MaxRequestBody < 0},
+		{"IdleTimeout", opts.IdleTimeout < 0},
+		{"MaxSessions", opts.MaxSessions < 0},
+		{"MaxSessionsPerPrincipal", opts.MaxSessionsPerPrincipal < 0},
+		{"MaxInFlight", opts.MaxInFlight < 0},
+		{"KeepAlive", opts.KeepAlive < 0},
+		{"ResumeWindow", opts.ResumeWindow < 0},
+		{"MaxStreamEvents", opts.MaxStreamEvents < 0},
+		{"MaxStreamBytes", opts.MaxStreamBytes < 0},
+		{"WriteTimeout", opts.WriteTimeout < 0},
+	} {
+		if f.neg {
+			return nil, fmt.Errorf("legacy: Options.%s must not be negative", f.name)
+		}
+	}
+	setDefault(&opts.MaxRequestBody, config.DefaultMaxRequestBody)
+	setDefault(&opts.IdleTimeout, config.DefaultSessionIdle)
+	setDefault(&opts.MaxSessions, config.DefaultMaxSessions)
+	setDefault(&opts.MaxSessionsPerPrincipal, config.DefaultMaxPerPrincipal)
+	setDefault(&opts.MaxInFlight, DefaultMaxInFlight)
+	setDefault(&opts.KeepAlive, DefaultKeepAlive)
+	setDefault(&opts.ResumeWindow, DefaultResumeWindow)
+	setDefault(&opts.MaxStreamEvents, DefaultMaxStreamEvents)
+	setDefault(&opts.MaxStreamBytes, DefaultMaxStreamBytes)
+	setDefault(&opts.WriteTimeout, DefaultWriteTimeout)
+	if opts.Secret == nil {
+		opts.Secret = seal.RandomSecret()
+	}
+	sealer, err := seal.New(opts.Secret, "session")
+	if err != nil {
+		return nil, fmt.Errorf("legacy: Options.Secret: %w", err)
+	}
+	if opts.Replica == "" {
+		opts.Replica, _ = os.Hostname()
+		if opts.Replica == "" {
+			opts.Replica = "mcpgw"
+		}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	principal := opts.Principal
+	if principal == nil {
+		principal = func(*http.Request) string { return gateway.Anonymous }
+	}
+	h := &Handler{
+		opts:         opts,
+		core:         opts.Core,
+		logger:       logger.With("component", "legacy"),
+		sealer:       sealer,
+		principal:    principal,
+		sessions:     make(map[string]*session),
+		perPrincipal: make(map[string]int),
+		stopJanitor:  make(chan struct{}),
+		janitorDone:  make(chan struct{}),
+		closed:       make(chan struct{}),
+	}
+	h.stopWatch = h.core.Watch(h.listChanged)
+	go h.janitor()
+	return h, nil
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// Register mounts POST, GET and DELETE /mcp on e. Other methods on /mcp
+// get 405 with an Allow header.
+func (h *Handler) Register(e *echo.Echo) {
+	e.POST("/mcp", h.post, h.guard)
+	e.GET("/mcp", h.get, h.guard)
+	e.DELETE("/mcp", h.delete, h.guard)
+	e.Match([]string{
+		http.MethodConnect, http.MethodHead, http.MethodOptions, http.MethodPatch,
+		http.MethodPut, http.MethodTrace, echo.PROPFIND, echo.REPORT,
+	}, "/mcp", h.notAllowed, h.guard)
+}
+
+// guard runs before every /mcp handler: it counts the handler for Close and
+// checks Host and Origin before anything else (MCP 2025-11-25,
+// basic/transports, Security Warning: DNS rebinding).
+func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r, w := c.Request(), c.Response()
+		if h.opts.AllowHost != nil && !h.opts.AllowHost(r.Host) {
+			h.logger.Debug("refused a foreign host", "host", r.Host)
+			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("host %q is not allowed: reach the gateway by its public address (see allowed_hosts)", r.Host), nil)
+			return nil
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && h.opts.AllowOrigin != nil && !h.opts.AllowOrigin(origin) {
+			h.logger.Debug("refused a foreign origin", "origin", origin)
+			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("origin %q is not allowed to use this gateway (see allowed_origins)", origin), nil)
+			return nil
+		}
+		h.mu.Lock()
+		if h.state == stopped {
+			h.mu.Unlock()
+			writeShuttingDown(w, jsonrpc.ID{})
+			return nil
+		}
+		h.conns.Add(1)
+		h.mu.Unlock()
+		defer h.conns.Done()
+		return next(c)
+	}
+}
+
+func (h *Handler) notAllowed(c echo.Context) error {
+	w := c.Response()
+	w.Header().Set("Allow", "GET, POST, DELETE")
+	writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+		fmt.Sprintf("method %s is not allowed on /mcp: use POST for messages, GET for the event stream, DELETE to end a session", c.Request().Method), nil)
+	return nil
+}
+
+// Close stops the Handler. New sessions, requests and GET streams get 503
+// at once; calls in flight may finish until ctx ends, and are then
+// cancelled (their clients get a JSON-RPC error saying so). Then every
+// session ends and every stream closes, and Close waits for the stream
+// writers until ctx ends. It stops the janitor and the watch of the core.
+// Close is idempotent; it returns ctx.Err() when ctx ended before
+// everything finished.
+func (h *Handler) Close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		defer close(h.closed)
+		h.mu.Lock()
+		h.state = draining
+		h.mu.Unlock()
+		h.stopWatch()
+		close(h.stopJanitor)
+		<-h.janitorDone
+
+		var err error
+		if !waitCtx(ctx, &h.calls) {
+			err = ctx.Err()
+			for _, s := range h.snapshot() {
+				s.cancelCalls(errShutdown)
+			}
+			h.calls.Wait() // the core returns promptly once cancelled
+		}
+
+		h.mu.Lock()
+		h.state = stopped
+		h.mu.Unlock()
+		for _, s := range h.snapshot() {
+			h.end(s, errShutdown)
+		}
+		if !waitCtx(ctx, &h.conns) && err == nil {
+			err = ctx.Err()
+		}
+		h.closeErr = err
+	})
+	select {
+	case <-h.closed:
+		return h.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitCtx waits for wg until ctx ends and reports whether wg finished.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// SessionInfo describes one session, for the admin API.
+type SessionInfo struct {
+	// ID is the session's short id (its random part in hex), the one in
+	// logs; it is not the Mcp-Session-Id token, which is a credential.
+	ID              string
+	Principal       string
+	ProtocolVersion string
+	// ClientName and ClientVersion are from the client's initialize.
+	ClientName    string
+	ClientVersion string
+	Created       time.Time
+	LastActive    time.Time
+	// InFlight counts the session's requests being answered.
+	InFlight int
+	// Stream reports whether a GET stream is connected.
+	Stream bool
+}
+
+// Sessions returns the live sessions, oldest first.
+func (h *Handler) Sessions() []SessionInfo {
+	ss := h.snapshot()
+	out := make([]SessionInfo, 0, len(ss))
+	for _, s := range ss {
+		s.mu.Lock()
+		out = append(out, SessionInfo{
+			ID:              s.key,
+			Principal:       s.principal,
+			ProtocolVersion: s.version,
+			ClientName:      s.clientName,
+			ClientVersion:   s.clientVersion,
+			Created:         s.created,
+			LastActive:      s.lastActive,
+			InFlight:        len(s.calls),
+			Stream:          s.standalone != nil && s.standalone.att != nil,
+		})
+		s.mu.Unlock()
+	}
+	sortInfos(out)
+	return out
+}
+
+// writeError writes a JSON-RPC error response with an HTTP status.
+func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, code int, msg string, data any) {
+	writeJSON(w, status, errorMessage(id, jsonrpc.NewError(code, msg, data)))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+func writeShuttingDown(w http.ResponseWriter, id jsonrpc.ID) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError,
+		"the gateway is shutting down and takes no new requests; retry shortly (another replica may answer)", nil)
+}
+
+// accepts reports whether the Accept header lists media type typ, directly
+// or by a wildcard, with a non-zero quality.
+func accepts(r *http.Request, typ string) bool {
+	major, _, _ := strings.Cut(typ, "/")
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			if q, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
+					continue
+				}
+			}
+			if mt == typ || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkVersionHeader checks MCP-Protocol-Version (MCP 2025-11-25,
+// basic/transports): an unsupported value, or on a session one that
+// differs from the negotiated version, is 400. A missing header is taken
+// as the session's version, since 2025-03-26 clients do not send it. s may
+// be nil (no session yet). It reports whether the request may go on.
+func checkVersionHeader(w http.ResponseWriter, r *http.Request, s *session) bool {
+	v := r.Header.Get(HeaderProtocolVersion)
+	if v == "" {
+		return true
+	}
+	if !supported(v) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("unsupported MCP-Protocol-Version %q: this endpoint speaks %s; initialize with one of them", v, strings.Join(Versions, ", ")),
+			map[string]any{"supported": Versions, "requested": v})
+		return false
+	}
+	if s != nil && v != s.version {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("MCP-Protocol-Version %q differs from the version negotiated for this session, %q; send %q", v, s.version, s.version),
+			map[string]any{"negotiated": s.version, "requested": v})
+		return false
+	}
+	return true
+}

@@ -1,0 +1,561 @@
+package legacy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// maxBatchParallel bounds the requests of one batch that run at once when
+// the answer is a JSON array.
+const maxBatchParallel = 16
+
+// local reports whether the gateway answers method itself, so that its
+// answer can be plain JSON: nothing from an upstream will travel with it.
+func local(method string) bool {
+	return method == "ping" || strings.HasSuffix(method, "/list")
+}
+
+func writeNoSession(w http.ResponseWriter) {
+	writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+		"session not found: it expired, was ended, or was not issued to you; send initialize without Mcp-Session-Id to start a new one", nil)
+}
+
+// post serves POST /mcp: one JSON-RPC message, or a batch on 2025-03-26
+// sessions.
+func (h *Handler) post(c echo.Context) error {
+	r, w := c.Request(), c.Response()
+	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"the Accept header must list both application/json and text/event-stream", nil)
+		return nil
+	}
+	body, ok := h.readBody(w, r)
+	if !ok || !checkVersionHeader(w, r, nil) {
+		return nil
+	}
+	msgs, batch, err := jsonrpc.Parse(body)
+	if err != nil {
+		var jerr *jsonrpc.Error
+		if !errors.As(err, &jerr) {
+			jerr = jsonrpc.NewError(jsonrpc.CodeParseError, err.Error(), nil)
+		}
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jerr.Code,
+			fmt.Sprintf("the body is not a JSON-RPC message: %s", jerr.Message), nil)
+		return nil
+	}
+	hasInit := false
+	for _, m := range msgs {
+		hasInit = hasInit || m.Method == "initialize"
+	}
+
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		switch m := msgs[0]; {
+		case batch:
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				"batches need a 2025-03-26 session: send initialize alone first", nil)
+		case m.Method != "initialize":
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				"no session: send initialize first (without Mcp-Session-Id), then send the Mcp-Session-Id it returns on every request", nil)
+		case !m.IsRequest():
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				"initialize must be a request with an id", nil)
+		default:
+			h.initialize(w, r, m)
+		}
+		return nil
+	}
+	if hasInit && !batch {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"initialize must not carry Mcp-Session-Id: to start a new session, send it without one", nil)
+		return nil
+	}
+	s := h.lookup(r, sid)
+	if s == nil {
+		writeNoSession(w)
+		return nil
+	}
+	if !checkVersionHeader(w, r, s) {
+		return nil
+	}
+	if batch {
+		h.batch(w, r, s, msgs, hasInit)
+		return nil
+	}
+	switch m := msgs[0]; {
+	case m.IsRequest():
+		h.request(w, r, s, m)
+	case m.IsNotification():
+		h.notification(s, m)
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		// A response to a server-to-client request; the gateway sends none
+		// yet, so nothing waits for it.
+		h.logger.Debug("ignoring a client response", "session_id", s.key, "id", m.ID.String())
+		w.WriteHeader(http.StatusAccepted)
+	}
+	return nil
+}
+
+// readBody reads a POST body of at most MaxRequestBody bytes; above it the
+// client gets 413.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	limit := h.opts.MaxRequestBody
+	tooLarge := func() {
+		writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, gateway.CodeRequestTooLarge,
+			fmt.Sprintf("the request body is larger than this gateway's limit of %d bytes (max_request_body); send a smaller message", limit),
+			map[string]int64{"limit": limit})
+	}
+	if r.ContentLength > limit {
+		tooLarge()
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			tooLarge()
+		} else {
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "the request body could not be read; send it again", nil)
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+// initialize starts a session: it negotiates the version (the client's if
+// this edge speaks it, else the newest) and answers with the gateway's
+// capabilities and the session id (MCP 2025-11-25, basic/lifecycle).
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) {
+	if c := bytes.TrimSpace(m.Params); len(c) == 0 || c[0] != '{' {
+		writeJSON(w, http.StatusOK, errorMessage(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+			"initialize needs params {protocolVersion, capabilities, clientInfo}", nil)))
+		return
+	}
+	requested, _ := rawjson.String(m.Params, "protocolVersion")
+	version := V20251125
+	if supported(requested) {
+		version = requested
+	}
+	caps, _, _ := rawjson.Get(m.Params, "capabilities")
+	info, _, _ := rawjson.Get(m.Params, "clientInfo")
+	s, tok, status, msg := h.create(r, version, bytes.Clone(caps), bytes.Clone(info))
+	if s == nil {
+		if msg == "" {
+			writeShuttingDown(w, m.ID)
+			return
+		}
+		limit := map[int]int{http.StatusServiceUnavailable: h.opts.MaxSessions, http.StatusTooManyRequests: h.opts.MaxSessionsPerPrincipal}[status]
+		w.Header().Set("Retry-After", "60")
+		writeError(w, status, m.ID, gateway.CodeRateLimited, msg, map[string]int{"limit": limit})
+		return
+	}
+	h.logger.Debug("session started", "session_id", s.key, "principal", s.principal,
+		"version", version, "client", s.clientName, "client_version", s.clientVersion)
+	gi := h.core.Info()
+	result := marshal(struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ServerInfo      json.RawMessage `json:"serverInfo"`
+	}{version, gi.Capabilities, gi.ServerInfo})
+	w.Header().Set(HeaderSessionID, tok)
+	writeJSON(w, http.StatusOK, resultMessage(m.ID, result))
+}
+
+// notification handles a client notification on s.
+func (h *Handler) notification(s *session, m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/initialized":
+		// Nothing waits for it: the gateway sends no server-to-client
+		// requests that would have to wait for initialized.
+	case "notifications/cancelled":
+		// MCP 2025-11-25, basic/utilities/cancellation: stop the request
+		// and do not answer it; unknown or finished ids are ignored.
+		raw, ok, _ := rawjson.Get(m.Params, "requestId")
+		var id jsonrpc.ID
+		if !ok || id.UnmarshalJSON(raw) != nil || !id.IsValid() {
+			return
+		}
+		s.mu.Lock()
+		if c := s.calls[id.String()]; c != nil {
+			c.cancel(errClientCancelled)
+			h.logger.Debug("request cancelled by the client", "session_id", s.key, "method", c.method, "id", id.String())
+		}
+		s.mu.Unlock()
+	default:
+		h.logger.Debug("ignoring a client notification", "session_id", s.key, "method", m.Method)
+	}
+}
+
+// begin registers request m as in flight on s. On refusal it returns the
+// error to answer m with and the HTTP status to send it in (0: in a 200 or
+// on the stream, as a JSON-RPC error).
+func (h *Handler) begin(r *http.Request, s *session, m *jsonrpc.Message) (*call, int, *jsonrpc.Error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state != running {
+		return nil, http.StatusServiceUnavailable, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := m.ID.String()
+	switch {
+	case s.ended:
+		return nil, http.StatusNotFound, nil
+	case s.calls[key] != nil:
+		return nil, 0, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+			"request id %s is already in flight in this session; use a new id for each request", key)
+	case len(s.calls) >= h.opts.MaxInFlight:
+		return nil, 0, jsonrpc.NewError(gateway.CodeRateLimited,
+			fmt.Sprintf("this session has %d requests in flight, the limit; wait for some to finish", h.opts.MaxInFlight),
+			map[string]int{"limit": h.opts.MaxInFlight})
+	}
+	// A dropped connection is not a cancel (MCP 2025-11-25,
+	// basic/transports): the call outlives the request's context.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel}
+	s.calls[key] = c
+	s.lastActive = time.Now()
+	h.calls.Add(1)
+	return c, 0, nil
+}
+
+// serve answers a call begun by begin and hands deliver the response to
+// write, or nil when nothing is to be written (the client cancelled, or the
+// session ended). Notifications for the call go to st, when not nil. Only
+// after deliver returns is the call over for Close, so that a response
+// reaches its stream before Close closes the streams.
+func (h *Handler) serve(s *session, c *call, params json.RawMessage, st *stream, deliver func(msg []byte)) {
+	defer h.calls.Done()
+	deliver(h.run(s, c, params, st))
+}
+
+// run answers a call and returns its response (see serve).
+func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) []byte {
+	req := &gateway.Request{
+		Method:    c.method,
+		Params:    params,
+		Principal: s.principal,
+		Session:   s.key,
+		Client:    gateway.Client{ProtocolVersion: s.version, Capabilities: s.caps, Info: s.info},
+	}
+	if st != nil {
+		req.Notify = func(method string, params json.RawMessage) {
+			msg := notificationMessage(method, params)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if c.ctx.Err() == nil {
+				h.appendLocked(st, msg)
+			}
+		}
+	}
+	res, err := h.core.Handle(c.ctx, req)
+	cause := context.Cause(c.ctx) // nil unless cancelled, always with a cause of ours
+	c.cancel(nil)
+	s.mu.Lock()
+	if s.calls[c.id.String()] == c {
+		delete(s.calls, c.id.String())
+	}
+	s.lastActive = time.Now()
+	s.mu.Unlock()
+
+	var jerr *jsonrpc.Error
+	switch {
+	case cause == errClientCancelled:
+		return nil
+	case err == nil && res != nil:
+		if res.Type != gateway.ResultComplete && res.Type != "" {
+			h.logger.Debug("relaying a result that is not complete", "session_id", s.key, "method", c.method, "type", string(res.Type))
+		}
+		return resultMessage(c.id, encodeResult(s.version, c.method, res.Body))
+	case errors.As(err, &jerr):
+		return errorMessage(c.id, jerr)
+	case cause == errShutdown:
+		return errorMessage(c.id, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			"the gateway shut down before this request finished; it was cancelled upstream; retry it", nil))
+	case cause != nil:
+		return nil
+	default:
+		h.logger.Error("core failed a request", "session_id", s.key, "method", c.method, "err", err)
+		return errorMessage(c.id, jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway failed to answer this request", nil))
+	}
+}
+
+// finishLocked appends a call's response (if any) to st and ends st after
+// its last call.
+func (h *Handler) finishLocked(st *stream, msg []byte) {
+	if msg != nil {
+		h.appendLocked(st, msg)
+	}
+	if st.pending--; st.pending <= 0 {
+		st.finish()
+	}
+}
+
+// refuse writes begin's refusal of a lone request.
+func refuse(w http.ResponseWriter, id jsonrpc.ID, status int, jerr *jsonrpc.Error) {
+	switch status {
+	case http.StatusServiceUnavailable:
+		writeShuttingDown(w, id)
+	case http.StatusNotFound:
+		writeNoSession(w)
+	default:
+		writeJSON(w, http.StatusOK, errorMessage(id, jerr))
+	}
+}
+
+// request answers one request: as JSON when the gateway answers it itself,
+// else as an event stream (see the package doc).
+func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m *jsonrpc.Message) {
+	c, status, jerr := h.begin(r, s, m)
+	if c == nil {
+		refuse(w, m.ID, status, jerr)
+		return
+	}
+	if local(m.Method) {
+		var msg []byte
+		h.serve(s, c, m.Params, nil, func(m []byte) { msg = m })
+		if msg == nil {
+			msg = errorMessage(m.ID, jsonrpc.NewError(jsonrpc.CodeInternalError, "the request was cancelled", nil))
+		}
+		writeJSON(w, http.StatusOK, msg)
+		return
+	}
+	s.mu.Lock()
+	st := s.newStreamLocked(1)
+	if s.version == V20251125 {
+		h.appendLocked(st, nil) // the priming event
+	}
+	att := s.attachLocked(st)
+	s.mu.Unlock()
+	go h.serve(s, c, m.Params, st, func(msg []byte) {
+		s.mu.Lock()
+		h.finishLocked(st, msg)
+		s.mu.Unlock()
+	})
+	startSSE(w)
+	h.pump(r.Context(), w, s, st, att, 0)
+}
+
+// batch answers a JSON-RPC batch, which only 2025-03-26 sessions may send
+// (2025-06-18 removed batching).
+func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs []*jsonrpc.Message, hasInit bool) {
+	if s.version != V20250326 {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("JSON-RPC batches need protocol version 2025-03-26; this session negotiated %s, so send one message per POST", s.version), nil)
+		return
+	}
+	if hasInit {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"a batch must not contain initialize; send initialize alone", nil)
+		return
+	}
+	var reqs []*jsonrpc.Message
+	for _, m := range msgs {
+		switch {
+		case m.IsRequest():
+			reqs = append(reqs, m)
+		case m.IsNotification():
+			h.notification(s, m)
+		default:
+			h.logger.Debug("ignoring a client response", "session_id", s.key, "id", m.ID.String())
+		}
+	}
+	if len(reqs) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+
+	// Begin every request; refusals become their error responses.
+	calls := make([]*call, len(reqs))
+	refused := make([][]byte, len(reqs))
+	forward := false
+	for i, m := range reqs {
+		c, status, jerr := h.begin(r, s, m)
+		switch {
+		case c != nil:
+			calls[i] = c
+			forward = forward || !local(m.Method)
+		case status == http.StatusServiceUnavailable:
+			jerr = jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway is shutting down and takes no new requests; retry shortly", nil)
+		case status == http.StatusNotFound:
+			jerr = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the session ended", nil)
+		}
+		if jerr != nil {
+			refused[i] = errorMessage(m.ID, jerr)
+		}
+	}
+
+	if !forward {
+		out := make([][]byte, len(reqs))
+		var g errgroup.Group
+		g.SetLimit(maxBatchParallel)
+		for i, c := range calls {
+			if c == nil {
+				out[i] = refused[i]
+				continue
+			}
+			g.Go(func() error {
+				h.serve(s, c, reqs[i].Params, nil, func(msg []byte) { out[i] = msg })
+				return nil
+			})
+		}
+		g.Wait()
+		var b bytes.Buffer
+		b.WriteByte('[')
+		n := 0
+		for _, msg := range out {
+			if msg == nil {
+				continue
+			}
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(msg)
+			n++
+		}
+		b.WriteByte(']')
+		writeJSON(w, http.StatusOK, b.Bytes())
+		return
+	}
+
+	// One stream carries every response as its own event; 2025-03-26 has
+	// no priming event.
+	running := 0
+	for _, c := range calls {
+		if c != nil {
+			running++
+		}
+	}
+	s.mu.Lock()
+	st := s.newStreamLocked(running)
+	for _, msg := range refused {
+		if msg != nil {
+			h.appendLocked(st, msg)
+		}
+	}
+	if running == 0 {
+		st.finish()
+	}
+	att := s.attachLocked(st)
+	s.mu.Unlock()
+	for i, c := range calls {
+		if c == nil {
+			continue
+		}
+		go h.serve(s, c, reqs[i].Params, st, func(msg []byte) {
+			s.mu.Lock()
+			h.finishLocked(st, msg)
+			s.mu.Unlock()
+		})
+	}
+	startSSE(w)
+	h.pump(r.Context(), w, s, st, att, 0)
+}
+
+// get serves GET /mcp: the session's standalone stream, or the resumption
+// of any of its streams with Last-Event-ID.
+func (h *Handler) get(c echo.Context) error {
+	r, w := c.Request(), c.Response()
+	if !accepts(r, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"GET /mcp opens an event stream: the Accept header must list text/event-stream", nil)
+		return nil
+	}
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"GET /mcp needs the Mcp-Session-Id of a session: send initialize first", nil)
+		return nil
+	}
+	s := h.lookup(r, sid)
+	if s == nil {
+		writeNoSession(w)
+		return nil
+	}
+	if !checkVersionHeader(w, r, s) {
+		return nil
+	}
+
+	// An empty Last-Event-ID is taken as none: there is nothing to resume.
+	if lastID := r.Header.Get(HeaderLastEventID); lastID != "" {
+		num, seq, ok := parseEventID(lastID)
+		s.mu.Lock()
+		st := s.streams[num]
+		if !ok || st == nil || seq > st.lastSeq || s.ended {
+			s.mu.Unlock()
+			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("cannot resume after event %q: this session has no such stream or event (a finished stream stays resumable for %s); send the request again", lastID, h.opts.ResumeWindow), nil)
+			return nil
+		}
+		att := s.attachLocked(st)
+		s.mu.Unlock()
+		startSSE(w)
+		h.pump(r.Context(), w, s, st, att, seq)
+		return nil
+	}
+
+	h.mu.Lock()
+	st0 := h.state
+	h.mu.Unlock()
+	if st0 != running {
+		writeShuttingDown(w, jsonrpc.ID{})
+		return nil
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		writeNoSession(w)
+		return nil
+	}
+	st := s.standalone
+	if st == nil {
+		st = &stream{num: 0}
+		s.standalone = st
+		s.streams[0] = st
+	}
+	cursor := st.delivered
+	att := s.attachLocked(st)
+	if s.version == V20251125 {
+		h.appendLocked(st, nil) // the priming event
+	}
+	s.mu.Unlock()
+	startSSE(w)
+	h.pump(r.Context(), w, s, st, att, cursor)
+	return nil
+}
+
+// delete serves DELETE /mcp: the client ends its session.
+func (h *Handler) delete(c echo.Context) error {
+	r, w := c.Request(), c.Response()
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end", nil)
+		return nil
+	}
+	s := h.lookup(r, sid)
+	if s == nil {
+		writeNoSession(w)
+		return nil
+	}
+	if !checkVersionHeader(w, r, s) {
+		return nil
+	}
+	h.end(s, errDeleted)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}

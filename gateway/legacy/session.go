@@ -1,0 +1,278 @@
+package legacy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+)
+
+// Why a session or a call ended, as context causes.
+var (
+	errClientCancelled = errors.New("cancelled by the client")
+	errDeleted         = errors.New("session deleted by the client")
+	errExpired         = errors.New("session idle for too long")
+	errShutdown        = errors.New("gateway shutting down")
+)
+
+// session is one downstream session (DESIGN decision 12). Its fields
+// after mu are guarded by mu. Lock order: Handler.mu, then session.mu.
+type session struct {
+	key           string // short id: the random part in hex
+	principal     string
+	version       string
+	caps, info    json.RawMessage
+	clientName    string
+	clientVersion string
+	created       time.Time
+
+	mu         sync.Mutex
+	lastActive time.Time
+	calls      map[string]*call // in flight, by the request id's JSON
+	streams    map[uint64]*stream
+	standalone *stream // stream 0, once a GET opened it
+	nextStream uint64
+	conns      int // connections attached to a stream
+	ended      bool
+}
+
+// call is one request in flight.
+type call struct {
+	id     jsonrpc.ID
+	method string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// token is the payload of a sealed session id.
+type token struct {
+	Replica   string `json:"r"`
+	Principal string `json:"p"`
+	Nonce     []byte `json:"n"`
+	Created   int64  `json:"t"`
+}
+
+// idleLocked reports whether s has been idle past the timeout: no call in
+// flight, no connected stream, no activity for IdleTimeout.
+func (s *session) idleLocked(now time.Time, idle time.Duration) bool {
+	return len(s.calls) == 0 && s.conns == 0 && now.Sub(s.lastActive) >= idle
+}
+
+// endLocked marks s ended, cancels its calls and closes its streams. The
+// caller removes s from the Handler's table.
+func (s *session) endLocked(cause error) bool {
+	if s.ended {
+		return false
+	}
+	s.ended = true
+	for _, c := range s.calls {
+		c.cancel(cause)
+	}
+	// Writers write what their streams hold, then end.
+	for _, st := range s.streams {
+		st.finish()
+	}
+	return true
+}
+
+// cancelCalls cancels every call in flight on s with cause.
+func (s *session) cancelCalls(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.calls {
+		c.cancel(cause)
+	}
+}
+
+// create makes a session for an initialize request and returns it with its
+// token, or an HTTP status and message when a cap refuses it.
+func (h *Handler) create(r *http.Request, version string, caps, info json.RawMessage) (*session, string, int, string) {
+	principal := h.principal(r)
+	nonce := make([]byte, 16)
+	rand.Read(nonce)
+	now := time.Now()
+	s := &session{
+		key:        hex.EncodeToString(nonce),
+		principal:  principal,
+		version:    version,
+		caps:       caps,
+		info:       info,
+		created:    now,
+		lastActive: now,
+		calls:      make(map[string]*call),
+		streams:    make(map[uint64]*stream),
+		nextStream: 1,
+	}
+	var impl struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if len(info) > 0 && json.Unmarshal(info, &impl) == nil {
+		s.clientName, s.clientVersion = impl.Name, impl.Version
+	}
+	tok := h.sealer.Seal(marshal(token{Replica: h.opts.Replica, Principal: principal, Nonce: nonce, Created: now.Unix()}))
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.state != running:
+		return nil, "", http.StatusServiceUnavailable, ""
+	case len(h.sessions) >= h.opts.MaxSessions:
+		return nil, "", http.StatusServiceUnavailable, "the gateway holds its maximum of sessions (sessions.max); retry later or end unused sessions with DELETE"
+	case h.perPrincipal[principal] >= h.opts.MaxSessionsPerPrincipal:
+		return nil, "", http.StatusTooManyRequests, "you hold the maximum of sessions per principal (sessions.max_per_principal); end unused sessions with DELETE, or wait for idle ones to expire"
+	}
+	h.sessions[s.key] = s
+	h.perPrincipal[principal]++
+	return s, tok, 0, ""
+}
+
+// lookup returns the live session named by a session id header for the
+// request's principal, marking it active, or nil when the id is unknown,
+// forged, expired, ended or another principal's.
+func (h *Handler) lookup(r *http.Request, id string) *session {
+	payload, err := h.sealer.Open(id)
+	if err != nil {
+		return nil
+	}
+	var tok token
+	if json.Unmarshal(payload, &tok) != nil || len(tok.Nonce) != 16 {
+		return nil
+	}
+	if tok.Replica != h.opts.Replica {
+		// DESIGN decision 10: the owner should get it. Until replicas
+		// forward to each other, this replica cannot serve it.
+		h.logger.Debug("request for another replica's session", "replica", tok.Replica)
+		return nil
+	}
+	if tok.Principal != h.principal(r) {
+		return nil
+	}
+	h.mu.Lock()
+	s := h.sessions[hex.EncodeToString(tok.Nonce)]
+	h.mu.Unlock()
+	if s == nil || s.principal != tok.Principal {
+		return nil
+	}
+	now := time.Now()
+	s.mu.Lock()
+	if !s.ended && s.idleLocked(now, h.opts.IdleTimeout) {
+		s.endLocked(errExpired)
+		s.mu.Unlock()
+		h.remove(s, errExpired)
+		return nil
+	}
+	ended := s.ended
+	s.lastActive = now
+	s.mu.Unlock()
+	if ended {
+		return nil
+	}
+	return s
+}
+
+// end ends s: its calls are cancelled with cause, its streams closed, and
+// its id forgotten.
+func (h *Handler) end(s *session, cause error) {
+	s.mu.Lock()
+	s.endLocked(cause)
+	s.mu.Unlock()
+	h.remove(s, cause)
+}
+
+// remove drops an ended session from the table.
+func (h *Handler) remove(s *session, cause error) {
+	h.mu.Lock()
+	if h.sessions[s.key] == s {
+		delete(h.sessions, s.key)
+		if h.perPrincipal[s.principal]--; h.perPrincipal[s.principal] <= 0 {
+			delete(h.perPrincipal, s.principal)
+		}
+		h.logger.Debug("session ended", "session_id", s.key, "principal", s.principal, "reason", cause.Error())
+	}
+	h.mu.Unlock()
+}
+
+// snapshot returns the live sessions.
+func (h *Handler) snapshot() []*session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+func sortInfos(ss []SessionInfo) {
+	sort.Slice(ss, func(i, j int) bool {
+		if !ss[i].Created.Equal(ss[j].Created) {
+			return ss[i].Created.Before(ss[j].Created)
+		}
+		return ss[i].ID < ss[j].ID
+	})
+}
+
+// janitorInterval is how often the janitor looks: often enough that an
+// idle session or a stale stream outlives its deadline by at most a
+// quarter of it, and at least every 30s.
+func (h *Handler) janitorInterval() time.Duration {
+	d := min(h.opts.IdleTimeout, h.opts.ResumeWindow) / 4
+	return min(max(d, 10*time.Millisecond), 30*time.Second)
+}
+
+// janitor ends idle sessions and drops stale finished streams until Close.
+func (h *Handler) janitor() {
+	defer close(h.janitorDone)
+	t := time.NewTicker(h.janitorInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopJanitor:
+			return
+		case now := <-t.C:
+			h.sweep(now)
+		}
+	}
+}
+
+// sweep is one janitor round.
+func (h *Handler) sweep(now time.Time) {
+	for _, s := range h.snapshot() {
+		s.mu.Lock()
+		expired := !s.ended && s.idleLocked(now, h.opts.IdleTimeout) && s.endLocked(errExpired)
+		if !expired {
+			for n, st := range s.streams {
+				if st.done && st.att == nil && now.Sub(st.doneAt) >= h.opts.ResumeWindow {
+					delete(s.streams, n)
+				}
+			}
+		}
+		s.mu.Unlock()
+		if expired {
+			h.remove(s, errExpired)
+		}
+	}
+}
+
+// listChanged sends notifications/tools/list_changed on the standalone
+// stream of every session that has one. It runs on the core's goroutine
+// and only appends to buffers.
+func (h *Handler) listChanged(ch gateway.Change) {
+	msg := notificationMessage("notifications/"+ch.List+"/list_changed", nil)
+	for _, s := range h.snapshot() {
+		s.mu.Lock()
+		if st := s.standalone; st != nil && !s.ended {
+			h.appendLocked(st, msg)
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,281 @@
+package legacy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// stream is one logical SSE stream of a session: its event buffer, whether
+// more is coming, and the connection writing it now. Guarded by its
+// session's mu. The design is in the package doc.
+type stream struct {
+	num     uint64
+	events  []event // ascending seq; the oldest may have been dropped
+	bytes   int64
+	lastSeq uint64 // seq of the newest event appended; 0 before any
+	// delivered is the highest seq a connection wrote and flushed.
+	delivered uint64
+	// pending counts the calls whose response is still to be appended;
+	// the stream is done when it drops to zero.
+	pending int
+	done    bool // nothing more will be appended
+	doneAt  time.Time
+	att     *attachment // the connection writing it, or nil
+}
+
+// event is one SSE block, encoded once when appended.
+type event struct {
+	seq   uint64
+	block []byte // "id: ...\ndata: ...\n\n"
+}
+
+// attachment is one connection writing a stream.
+type attachment struct {
+	// wake is poked (never blocking) when events are appended or the
+	// stream ends.
+	wake chan struct{}
+	// detach is closed when a newer connection takes the stream over.
+	detach chan struct{}
+}
+
+func (st *stream) poke() {
+	if st.att != nil {
+		select {
+		case st.att.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finish marks the stream done.
+func (st *stream) finish() {
+	if !st.done {
+		st.done = true
+		st.doneAt = time.Now()
+		st.poke()
+	}
+}
+
+// formatEventID returns the id of event seq of stream num.
+func formatEventID(num, seq uint64) string {
+	return strconv.FormatUint(num, 10) + "_" + strconv.FormatUint(seq, 10)
+}
+
+// parseEventID parses a Last-Event-ID made by formatEventID: two decimal
+// numbers without signs or leading zeros, joined by "_".
+func parseEventID(id string) (num, seq uint64, ok bool) {
+	a, b, found := strings.Cut(id, "_")
+	if !found {
+		return 0, 0, false
+	}
+	num, ok1 := parseDecimal(a)
+	seq, ok2 := parseDecimal(b)
+	return num, seq, ok1 && ok2
+}
+
+func parseDecimal(s string) (uint64, bool) {
+	if s == "" || len(s) > 20 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+// newStreamLocked opens a POST stream on s, with pending calls.
+func (s *session) newStreamLocked(pending int) *stream {
+	st := &stream{num: s.nextStream, pending: pending}
+	s.nextStream++
+	s.streams[st.num] = st
+	s.trimFinishedLocked()
+	return st
+}
+
+// trimFinishedLocked keeps at most maxFinishedStreams finished streams,
+// dropping the oldest.
+func (s *session) trimFinishedLocked() {
+	var fin []uint64
+	for n, st := range s.streams {
+		if st.done && st.att == nil && n != 0 {
+			fin = append(fin, n)
+		}
+	}
+	if len(fin) <= maxFinishedStreams {
+		return
+	}
+	// Stream numbers grow with time, so the smallest are the oldest.
+	for len(fin) > maxFinishedStreams {
+		oldest := 0
+		for i, n := range fin {
+			if n < fin[oldest] {
+				oldest = i
+			}
+		}
+		delete(s.streams, fin[oldest])
+		fin = append(fin[:oldest], fin[oldest+1:]...)
+	}
+}
+
+// appendLocked adds a message (nil: a priming event, empty data) to st and
+// wakes its writer. The buffer then drops its oldest events beyond the
+// bounds, never the newest. Appending to a done stream does nothing.
+func (h *Handler) appendLocked(st *stream, msg []byte) {
+	if st.done {
+		return
+	}
+	st.lastSeq++
+	if bytes.IndexByte(msg, '\r') >= 0 {
+		// Only whitespace can hold a raw CR in JSON, and SSE data cannot.
+		var b bytes.Buffer
+		if json.Compact(&b, msg) == nil {
+			msg = b.Bytes()
+		}
+	}
+	var b bytes.Buffer
+	if err := sse.Write(&b, sse.Event{ID: formatEventID(st.num, st.lastSeq), HasID: true, Data: msg}); err != nil {
+		h.logger.Error("dropping an event that cannot be written as SSE", "err", err)
+		return
+	}
+	st.events = append(st.events, event{seq: st.lastSeq, block: b.Bytes()})
+	st.bytes += int64(b.Len())
+	drop := 0
+	for len(st.events)-drop > 1 && (len(st.events)-drop > h.opts.MaxStreamEvents || st.bytes > h.opts.MaxStreamBytes) {
+		st.bytes -= int64(len(st.events[drop].block))
+		st.events[drop] = event{}
+		drop++
+	}
+	if drop > 0 {
+		st.events = append([]event(nil), st.events[drop:]...)
+	}
+	st.poke()
+}
+
+// afterLocked returns a copy of the events after seq.
+func (st *stream) afterLocked(seq uint64) []event {
+	i := 0
+	for i < len(st.events) && st.events[i].seq <= seq {
+		i++
+	}
+	if i == len(st.events) {
+		return nil
+	}
+	return append([]event(nil), st.events[i:]...)
+}
+
+// attachLocked makes a new connection the writer of st, detaching the
+// older one, and counts it on s.
+func (s *session) attachLocked(st *stream) *attachment {
+	if st.att != nil {
+		close(st.att.detach)
+		s.conns--
+	}
+	att := &attachment{wake: make(chan struct{}, 1), detach: make(chan struct{})}
+	st.att = att
+	s.conns++
+	return att
+}
+
+// detachLocked ends att's hold of st, if it still has it.
+func (s *session) detachLocked(st *stream, att *attachment) {
+	if st.att == att {
+		st.att = nil
+		s.conns--
+	}
+	s.lastActive = time.Now()
+}
+
+// startSSE writes the headers of an event stream (MCP 2025-11-25,
+// basic/transports; X-Accel-Buffering keeps nginx from buffering it).
+func startSSE(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
+// pump writes st's events after cursor to w as they come, with keep-alive
+// comments in between, until the stream is done (or its session ended)
+// and written, a newer connection detaches att, the client goes away, or a
+// write fails. Then it releases the stream; a finished stream whose every
+// event was written is dropped, since nobody needs to resume it.
+func (h *Handler) pump(ctx context.Context, w http.ResponseWriter, s *session, st *stream, att *attachment, cursor uint64) {
+	rc := http.NewResponseController(w)
+	ka := time.NewTicker(h.opts.KeepAlive)
+	defer ka.Stop()
+	write := func(b []byte) bool {
+		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)) // unsupported in tests' recorders: ignored
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	finished := false
+	defer func() {
+		// A keep-alive connection must not carry the deadline into its
+		// next request.
+		rc.SetWriteDeadline(time.Time{})
+		s.mu.Lock()
+		s.detachLocked(st, att)
+		if finished && st.num != 0 {
+			delete(s.streams, st.num)
+		}
+		s.mu.Unlock()
+	}()
+	if !write(nil) { // send the headers now
+		return
+	}
+	for {
+		s.mu.Lock()
+		if st.att != att {
+			s.mu.Unlock()
+			return
+		}
+		evs := st.afterLocked(cursor)
+		done := st.done
+		s.mu.Unlock()
+		if len(evs) > 0 {
+			if first := evs[0].seq; first > cursor+1 {
+				h.logger.Debug("events dropped from a full stream buffer", "session_id", s.key, "stream", st.num, "lost", first-cursor-1)
+			}
+			var b bytes.Buffer
+			for _, e := range evs {
+				b.Write(e.block)
+			}
+			if !write(b.Bytes()) {
+				return
+			}
+			cursor = evs[len(evs)-1].seq
+			s.mu.Lock()
+			st.delivered = max(st.delivered, cursor)
+			s.mu.Unlock()
+			ka.Reset(h.opts.KeepAlive)
+			continue
+		}
+		if done {
+			finished = true
+			return
+		}
+		select {
+		case <-att.wake:
+		case <-att.detach:
+			return
+		case <-ctx.Done():
+			return
+		case <-ka.C:
+			if !write([]byte(": keep-alive\n\n")) {
+				return
+			}
+		}
+	}
+}

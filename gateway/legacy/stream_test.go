@@ -1,0 +1,120 @@
+package legacy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseEventID(t *testing.T) {
+	tests := []struct {
+		in       string
+		num, seq uint64
+		ok       bool
+	}{
+		{"0_1", 0, 1, true},
+		{"12_345", 12, 345, true},
+		{"18446744073709551615_0", 1<<64 - 1, 0, true},
+		{"18446744073709551616_0", 0, 0, false},
+		{"", 0, 0, false},
+		{"_", 0, 0, false},
+		{"1", 0, 0, false},
+		{"1_", 0, 0, false},
+		{"_1", 0, 0, false},
+		{"1_2_3", 0, 0, false},
+		{"01_2", 0, 0, false},
+		{"+1_2", 0, 0, false},
+		{"-1_2", 0, 0, false},
+		{"1_2 ", 0, 0, false},
+		{"a_b", 0, 0, false},
+	}
+	for _, tt := range tests {
+		num, seq, ok := parseEventID(tt.in)
+		if ok != tt.ok || (ok && (num != tt.num || seq != tt.seq)) {
+			t.Errorf("parseEventID(%q) = %d, %d, %v; want %d, %d, %v", tt.in, num, seq, ok, tt.num, tt.seq, tt.ok)
+		}
+	}
+}
+
+// FuzzParseEventID checks that Last-Event-ID parsing never panics and
+// accepts exactly what formatEventID makes.
+func FuzzParseEventID(f *testing.F) {
+	for _, s := range []string{"0_1", "12_345", "", "_", "01_2", "1_2_3", "18446744073709551616_0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		num, seq, ok := parseEventID(s)
+		if ok && formatEventID(num, seq) != s {
+			t.Fatalf("parseEventID(%q) accepted a form formatEventID does not make", s)
+		}
+		if !ok && strings.Count(s, "_") == 1 {
+			a, b, _ := strings.Cut(s, "_")
+			if fmt.Sprint(parseUint(a))+"_"+fmt.Sprint(parseUint(b)) == s {
+				t.Fatalf("parseEventID(%q) refused a canonical id", s)
+			}
+		}
+	})
+}
+
+func parseUint(s string) uint64 {
+	n, ok := parseDecimal(s)
+	if !ok {
+		return 1<<64 - 1 // a value whose formatting differs from any refused s
+	}
+	return n
+}
+
+// TestStreamBuffer checks the bounds of a stream's buffer: the oldest
+// events go first, the newest always stays, and a reader behind the oldest
+// event continues from it.
+func TestStreamBuffer(t *testing.T) {
+	h := &Handler{opts: Options{MaxStreamEvents: 3, MaxStreamBytes: 100}}
+	h.logger = discardLogger()
+	tests := []struct {
+		name   string
+		sizes  []int // message sizes appended in order
+		wantSq []uint64
+	}{
+		{"under the bounds", []int{1, 1}, []uint64{1, 2}},
+		{"event count", []int{1, 1, 1, 1, 1}, []uint64{3, 4, 5}},
+		{"bytes", []int{30, 30, 30}, []uint64{2, 3}},
+		{"a big last event stays alone", []int{1, 1, 500}, []uint64{3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &stream{num: 4}
+			for _, n := range tt.sizes {
+				h.appendLocked(st, []byte(strings.Repeat("x", n)))
+			}
+			var got []uint64
+			var bytes int64
+			for _, e := range st.events {
+				got = append(got, e.seq)
+				bytes += int64(len(e.block))
+			}
+			if diff := cmp.Diff(tt.wantSq, got); diff != "" {
+				t.Errorf("buffered seqs (-want +got):\n%s", diff)
+			}
+			if bytes != st.bytes {
+				t.Errorf("bytes %d, counted %d", st.bytes, bytes)
+			}
+			if evs := st.afterLocked(0); len(evs) != len(got) || evs[0].seq != got[0] {
+				t.Errorf("after 0: %v", evs)
+			}
+			if evs := st.afterLocked(st.lastSeq); len(evs) != 0 {
+				t.Errorf("after the last: %v", evs)
+			}
+			if !strings.HasPrefix(string(st.events[len(st.events)-1].block), fmt.Sprintf("id: 4_%d\n", st.lastSeq)) {
+				t.Errorf("block %q", st.events[len(st.events)-1].block)
+			}
+		})
+	}
+	st := &stream{num: 1}
+	st.finish()
+	h.appendLocked(st, []byte("x"))
+	if len(st.events) != 0 {
+		t.Error("appended to a finished stream")
+	}
+}

@@ -1,0 +1,19 @@
+# The README's two commands are `make run` and `make test`.
+
+.PHONY: run test build clean
+
+# build puts mcpgw and the demo server in ./bin.
+build:
+	go build -o bin/ ./cmd/mcpgw ./examples/demo-server
+
+# run starts the demo server over HTTP and mcpgw in front of it and of the
+# same server over stdio, with the example config mcpgw.yaml.
+run: build
+	./scripts/run-example.sh
+
+# test is exactly what CI runs after go vet.
+test:
+	go test -race ./...
+
+clean:
+	rm -rf bin data

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,14 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/gateway"
-	"github.com/mcpgw/mcpgw/gateway/admin"
-	"github.com/mcpgw/mcpgw/gateway/legacy"
-	"github.com/mcpgw/mcpgw/internal/seal"
-	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // serveCmd runs the gateway until ctx ends, then shuts it down within the
@@ -54,68 +45,16 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	defer ln.Close()
 	publicURL := fixPublicURL(cfg.PublicURL, cfg.Listen, ln.Addr().String())
 
-	secret := []byte(cfg.Secret)
-	if len(secret) == 0 {
-		secret = seal.RandomSecret()
+	if cfg.Secret == "" {
 		logger.Info("no secret configured; sessions will not survive a restart")
 	}
-
-	// Upstreams: started in the background, so /mcp is up at once.
-	info, _ := json.Marshal(map[string]string{"name": "mcpgw", "version": buildVersion()})
-	mgr := upstream.NewManager(upstream.ManagerOptions{
-		Servers:         cfg.Servers,
-		StartTimeout:    time.Duration(cfg.StartTimeout),
-		Logger:          logger,
-		ClientInfo:      info,
-		MaxMessageBytes: int64(cfg.MaxResponseBody),
-	})
-	mgr.Start()
-
-	timeouts := make(map[string]time.Duration)
-	for _, s := range cfg.Servers {
-		if s.Timeout > 0 {
-			timeouts[s.Name] = time.Duration(s.Timeout)
-		}
-	}
-	core, err := gateway.New(gateway.Options{
-		Upstreams:      mgr,
-		Logger:         logger,
-		Version:        buildVersion(),
-		CallTimeout:    time.Duration(cfg.CallTimeout),
-		ServerTimeouts: timeouts,
-	})
+	p, err := newParts(cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer core.Close()
-
-	edge, err := legacy.New(legacy.Options{
-		Core:                    core,
-		Logger:                  logger,
-		AllowHost:               func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) },
-		AllowOrigin:             func(o string) bool { return config.OriginAllowed(cfg.AllowedOrigins, o) },
-		MaxRequestBody:          int64(cfg.MaxRequestBody),
-		IdleTimeout:             time.Duration(cfg.Sessions.IdleTimeout),
-		MaxSessions:             cfg.Sessions.Max,
-		MaxSessionsPerPrincipal: cfg.Sessions.MaxPerPrincipal,
-		Secret:                  secret,
-	})
-	if err != nil {
-		return err
-	}
-	adm, err := admin.New(admin.Options{Core: core, Tokens: cfg.Admin.Tokens, Logger: logger})
-	if err != nil {
-		return err
-	}
-
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	edge.Register(e)
-	adm.Register(e)
-	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 
 	srv := &http.Server{
-		Handler:           e,
+		Handler:           p.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
@@ -130,53 +69,12 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		logger.Error("HTTP server stopped", "err", err)
 	}
 
-	// Shutdown, bounded by the grace: the edge first (no new requests,
-	// in-flight calls drain, then are cancelled), then the listener, then
-	// the upstreams (children stopped and reaped, HTTP sessions deleted).
-	// Each step has its own budget, so a drain that used all of the grace
-	// still lets the last answers flush and the children stop.
-	grace := time.Duration(cfg.ShutdownGrace)
-	var errs []error
-	step := func(d time.Duration, f func(context.Context) error) {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
-		defer cancel()
-		if err := f(sctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	step(grace, func(c context.Context) error {
-		if err := edge.Close(c); err != nil {
-			return fmt.Errorf("closing the MCP endpoint: %w", err)
-		}
-		return nil
-	})
-	step(httpFlush, func(c context.Context) error {
-		if err := srv.Shutdown(c); err != nil {
-			srv.Close()
-			return fmt.Errorf("closing HTTP connections: %w", err)
-		}
-		return nil
-	})
-	step(upstreamStop, func(c context.Context) error {
-		if err := mgr.Close(c); err != nil {
-			return fmt.Errorf("stopping servers: %w", err)
-		}
-		return nil
-	})
-	if err := errors.Join(errs...); err != nil {
+	if err := p.shutdown(ctx, time.Duration(cfg.ShutdownGrace), srv); err != nil {
 		logger.Warn("shutdown was not clean", "err", err)
 	}
 	logger.Info("stopped")
 	return nil
 }
-
-// Shutdown budgets after the drain: for the HTTP server to flush and close
-// its connections, and for the upstreams to stop (a stdio child gets 3s
-// after stdin closes and 3s after SIGTERM before SIGKILL).
-const (
-	httpFlush    = 2 * time.Second
-	upstreamStop = 10 * time.Second
-)
 
 // newLogger builds the process logger from the config: JSON or text on
 // stderr at the configured level.

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/gateway/admin"
+	"github.com/mcpgw/mcpgw/gateway/legacy"
+	"github.com/mcpgw/mcpgw/internal/seal"
+	"github.com/mcpgw/mcpgw/upstream"
+)
+
+// parts are the running pieces of a gateway built from one config, and the
+// HTTP handler that serves them.
+type parts struct {
+	mgr     *upstream.Manager
+	core    *gateway.Server
+	edge    *legacy.Handler
+	handler http.Handler
+}
+
+// newParts builds the gateway from cfg and starts its upstreams in the
+// background, so that /mcp is up at once.
+func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
+	secret := []byte(cfg.Secret)
+	if len(secret) == 0 {
+		secret = seal.RandomSecret()
+	}
+	info, _ := json.Marshal(map[string]string{"name": "mcpgw", "version": buildVersion()})
+	mgr := upstream.NewManager(upstream.ManagerOptions{
+		Servers:         cfg.Servers,
+		StartTimeout:    time.Duration(cfg.StartTimeout),
+		Logger:          logger,
+		ClientInfo:      info,
+		MaxMessageBytes: int64(cfg.MaxResponseBody),
+	})
+
+	timeouts := make(map[string]time.Duration)
+	for _, s := range cfg.Servers {
+		if s.Timeout > 0 {
+			timeouts[s.Name] = time.Duration(s.Timeout)
+		}
+	}
+	core, err := gateway.New(gateway.Options{
+		Upstreams:      mgr,
+		Logger:         logger,
+		Version:        buildVersion(),
+		CallTimeout:    time.Duration(cfg.CallTimeout),
+		ServerTimeouts: timeouts,
+	})
+	if err != nil {
+		return nil, err
+	}
+	edge, err := legacy.New(legacy.Options{
+		Core:                    core,
+		Logger:                  logger,
+		AllowHost:               func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) },
+		AllowOrigin:             func(o string) bool { return config.OriginAllowed(cfg.AllowedOrigins, o) },
+		MaxRequestBody:          int64(cfg.MaxRequestBody),
+		IdleTimeout:             time.Duration(cfg.Sessions.IdleTimeout),
+		MaxSessions:             cfg.Sessions.Max,
+		MaxSessionsPerPrincipal: cfg.Sessions.MaxPerPrincipal,
+		Secret:                  secret,
+	})
+	if err != nil {
+		core.Close()
+		return nil, err
+	}
+	adm, err := admin.New(admin.Options{Core: core, Tokens: cfg.Admin.Tokens, Logger: logger})
+	if err != nil {
+		core.Close()
+		edge.Close(context.Background())
+		return nil, err
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	edge.Register(e)
+	adm.Register(e)
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+
+	mgr.Start()
+	return &parts{mgr: mgr, core: core, edge: edge, handler: e}, nil
+}
+
+// Shutdown budgets after the drain: for the HTTP server to flush and close
+// its connections, and for the upstreams to stop (a stdio child gets 3s
+// after stdin closes and 3s after SIGTERM before SIGKILL).
+const (
+	httpFlush    = 2 * time.Second
+	upstreamStop = 10 * time.Second
+)
+
+// shutdown stops the parts in order: the edge first (no new requests;
+// in-flight calls drain within grace, then are cancelled), then srv's
+// connections (if srv is not nil), then the upstreams (children stopped
+// and reaped, HTTP sessions deleted). Each step has its own budget, so a
+// drain that used all of the grace still lets the last answers flush and
+// the children stop.
+func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Server) error {
+	var errs []error
+	step := func(d time.Duration, f func(context.Context) error) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+		defer cancel()
+		if err := f(sctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	step(grace, func(c context.Context) error {
+		if err := p.edge.Close(c); err != nil {
+			return fmt.Errorf("closing the MCP endpoint: %w", err)
+		}
+		return nil
+	})
+	if srv != nil {
+		step(httpFlush, func(c context.Context) error {
+			if err := srv.Shutdown(c); err != nil {
+				srv.Close()
+				return fmt.Errorf("closing HTTP connections: %w", err)
+			}
+			return nil
+		})
+	}
+	p.core.Close()
+	step(upstreamStop, func(c context.Context) error {
+		if err := p.mgr.Close(c); err != nil {
+			return fmt.Errorf("stopping servers: %w", err)
+		}
+		return nil
+	})
+	return errors.Join(errs...)
+}

@@ -84,7 +84,10 @@ func flags(name string, args []string, stderr io.Writer) (configPath string, err
 	fs.SetOutput(stderr)
 	fs.StringVar(&configPath, "config", "mcpgw.yaml", "the config file")
 	if err := fs.Parse(args); err != nil {
-		return "", err
+		if errors.Is(err, flag.ErrHelp) {
+			return "", err
+		}
+		return "", errUsage // the flag package has said what was wrong
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mcpgw %s: unexpected argument %q\n", name, fs.Arg(0))

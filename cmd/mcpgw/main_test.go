@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("servers:\n  - name: a\n    transport: stdio\n    command: /bin/true\n"), 0o600)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("listen: nope\nservers:\n  - name: A_b\n    transport: stdio\n    command: x\n  - name: s\n    transport: http\n    url: http://example.com/mcp\n    api_key: ${NOT_SET}\n"), 0o600)
+
+	tests := []struct {
+		name      string
+		args      []string
+		code      int
+		stdout    []string
+		stderr    []string
+		notStdout []string
+	}{
+		{"version", []string{"version"}, 0, []string{"mcpgw "}, nil, nil},
+		{"help", []string{"help"}, 0, []string{"mcpgw validate"}, nil, nil},
+		{"unknown command", []string{"frobnicate"}, 2, nil, []string{`unknown command "frobnicate"`, "usage:"}, nil},
+		{"validate good", []string{"validate", "--config", good}, 0, []string{"ok (1 servers)"}, nil, nil},
+		{"validate bad lists every problem", []string{"validate", "--config", bad}, 1,
+			[]string{
+				"listen: ",
+				`servers[0] (name "A_b").name: `,
+				`servers[1] (name "s").url: `,
+				`servers[1] (name "s").api_key: environment variable NOT_SET is not set`,
+			},
+			[]string{"4 problem(s)"}, nil},
+		{"validate missing file", []string{"validate", "--config", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"no such file"}, nil},
+		{"validate stray argument", []string{"validate", "extra"}, 2, nil, []string{`unexpected argument "extra"`}, nil},
+		{"serve refuses a fatal config", []string{"serve", "--config", bad}, 1, nil, []string{"is not usable", "listen: "}, nil},
+		{"bad flag", []string{"serve", "--nope"}, 2, nil, []string{"flag provided but not defined"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, &stdout, &stderr, func(string) (string, bool) { return "", false })
+			if code != tt.code {
+				t.Errorf("exit code = %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, stdout.String(), stderr.String())
+			}
+			for _, s := range tt.stdout {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+func TestFixPublicURL(t *testing.T) {
+	tests := []struct{ public, listen, bound, want string }{
+		{"http://127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:43123", "http://127.0.0.1:43123"},
+		{"http://127.0.0.1:8080", "127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"https://mcp.example.com", "127.0.0.1:0", "127.0.0.1:43123", "https://mcp.example.com"},
+	}
+	for _, tt := range tests {
+		if got := fixPublicURL(tt.public, tt.listen, tt.bound); got != tt.want {
+			t.Errorf("fixPublicURL(%q, %q, %q) = %q, want %q", tt.public, tt.listen, tt.bound, got, tt.want)
+		}
+	}
+}

@@ -29,6 +29,31 @@ func local(method string) bool {
 	return method == "ping" || strings.HasSuffix(method, "/list")
 }
 
+// requireSession returns the session a GET or DELETE names, or answers
+// the request itself (400 with missing, when it names none) and returns nil.
+func (h *Handler) requireSession(w http.ResponseWriter, r *http.Request, missing string) *session {
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, missing, nil)
+		return nil
+	}
+	return h.sessionOf(w, r, sid)
+}
+
+// sessionOf returns the live session sid names, with a version header that
+// fits it, or answers the request itself (404, 400) and returns nil.
+func (h *Handler) sessionOf(w http.ResponseWriter, r *http.Request, sid string) *session {
+	s := h.lookup(r, sid)
+	if s == nil {
+		writeNoSession(w)
+		return nil
+	}
+	if !checkVersionHeader(w, r, s) {
+		return nil
+	}
+	return s
+}
+
 func writeNoSession(w http.ResponseWriter) {
 	writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 		"session not found: it expired, was ended, or was not issued to you; send initialize without Mcp-Session-Id to start a new one", nil)
@@ -84,12 +109,8 @@ func (h *Handler) post(c echo.Context) error {
 			"initialize must not carry Mcp-Session-Id: to start a new session, send it without one", nil)
 		return nil
 	}
-	s := h.lookup(r, sid)
+	s := h.sessionOf(w, r, sid)
 	if s == nil {
-		writeNoSession(w)
-		return nil
-	}
-	if !checkVersionHeader(w, r, s) {
 		return nil
 	}
 	if batch {
@@ -475,18 +496,8 @@ func (h *Handler) get(c echo.Context) error {
 			"GET /mcp opens an event stream: the Accept header must list text/event-stream", nil)
 		return nil
 	}
-	sid := r.Header.Get(HeaderSessionID)
-	if sid == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			"GET /mcp needs the Mcp-Session-Id of a session: send initialize first", nil)
-		return nil
-	}
-	s := h.lookup(r, sid)
+	s := h.requireSession(w, r, "GET /mcp needs the Mcp-Session-Id of a session: send initialize first")
 	if s == nil {
-		writeNoSession(w)
-		return nil
-	}
-	if !checkVersionHeader(w, r, s) {
 		return nil
 	}
 
@@ -541,18 +552,8 @@ func (h *Handler) get(c echo.Context) error {
 // delete serves DELETE /mcp: the client ends its session.
 func (h *Handler) delete(c echo.Context) error {
 	r, w := c.Request(), c.Response()
-	sid := r.Header.Get(HeaderSessionID)
-	if sid == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			"DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end", nil)
-		return nil
-	}
-	s := h.lookup(r, sid)
+	s := h.requireSession(w, r, "DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end")
 	if s == nil {
-		writeNoSession(w)
-		return nil
-	}
-	if !checkVersionHeader(w, r, s) {
 		return nil
 	}
 	h.end(s, errDeleted)

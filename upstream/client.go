@@ -447,9 +447,11 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		default: // a duplicate response; the first one stands
 		}
 	case m.IsNotification():
-		if hooks := c.hooksFor(rel); hooks != nil && hooks.Notify != nil {
-			hooks.Notify(m)
-			return
+		if callScoped(m.Method) {
+			if hooks := c.hooksFor(rel); hooks != nil && hooks.Notify != nil {
+				hooks.Notify(m)
+				return
+			}
 		}
 		if c.opts.OnNotification != nil {
 			c.opts.OnNotification(m)
@@ -472,6 +474,22 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 			c.answer(m, h)
 		}()
 	}
+}
+
+// callScoped reports whether a notification can belong to one call. The
+// list and resource changes a server may send on a call's stream are about
+// the server, not the call: they go to OnNotification wherever they arrive,
+// so that the gateway refreshes its catalog instead of handing them to one
+// client.
+func callScoped(method string) bool {
+	switch method {
+	case "notifications/tools/list_changed",
+		"notifications/prompts/list_changed",
+		"notifications/resources/list_changed",
+		"notifications/resources/updated":
+		return false
+	}
+	return true
 }
 
 func (c *Client) hooksFor(rel related) *CallHooks {

@@ -338,3 +338,30 @@ func TestClient_ServerRequests(t *testing.T) {
 		})
 	}
 }
+
+// A list change sent on a call's stream is about the server, not the call:
+// it goes to OnNotification, not to the call's hooks.
+func TestClient_ListChangedOnCallStream(t *testing.T) {
+	f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error {
+		f.recv(jsonrpc.NewNotification("notifications/tools/list_changed", nil), m.ID)
+		f.recv(jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"info","data":"x"}`)), m.ID)
+		f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(`{}`)), m.ID)
+		return nil
+	}))
+	var mu sync.Mutex
+	var unsolicited, hooked []string
+	c := connect(t, f, ClientOptions{OnNotification: func(m *jsonrpc.Message) {
+		mu.Lock()
+		unsolicited = append(unsolicited, m.Method)
+		mu.Unlock()
+	}})
+	hooks := &CallHooks{Notify: func(m *jsonrpc.Message) { mu.Lock(); hooked = append(hooked, m.Method); mu.Unlock() }}
+	if _, err := c.Call(context.Background(), "tools/call", nil, hooks); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(unsolicited, ",") != "notifications/tools/list_changed" || strings.Join(hooked, ",") != "notifications/message" {
+		t.Errorf("OnNotification got %v, the call's hooks got %v", unsolicited, hooked)
+	}
+}

@@ -204,7 +204,6 @@ func (m *Manager) run(e *entry, c *Client) {
 		m.mu.Unlock()
 		return
 	}
-	e.status.State = StateRunning
 	e.status.ProtocolVersion = init.ProtocolVersion
 	e.status.ServerInfo = init.ServerInfo
 	e.status.Capabilities = init.Capabilities
@@ -212,6 +211,17 @@ func (m *Manager) run(e *entry, c *Client) {
 	e.status.Tools = tools
 	e.status.ToolCount = len(tools)
 	e.status.PID = c.PID()
+	m.mu.Unlock()
+	// Publish the tools first and the state after, so that whoever sees
+	// "running" can also route to every tool: the watchers (the core's
+	// merged catalog) are told before the state changes.
+	m.changed(name)
+	m.mu.Lock()
+	if e.client != c {
+		m.mu.Unlock()
+		return
+	}
+	e.status.State = StateRunning
 	e.status.StartedAt = time.Now()
 	m.mu.Unlock()
 	logger.Info("server running", "protocol_version", init.ProtocolVersion, "tools", len(tools), "pid", c.PID())

@@ -9,7 +9,10 @@
 // so an entry registered over HTTP is held to the same rules.
 package config
 
-import "time"
+import (
+	"path"
+	"time"
+)
 
 // Defaults for the gateway settings, used where the file leaves a key out.
 const (
@@ -23,6 +26,46 @@ const (
 	DefaultMaxSessions     = 10000
 	DefaultMaxPerPrincipal = 1000
 	DefaultShutdownGrace   = 10 * time.Second
+
+	DefaultPrefix              = "mcp"
+	DefaultSeparator           = "__"
+	DefaultMaxNameLength       = 64 // what LLM APIs accept: ^[a-zA-Z0-9_-]{1,64}$
+	DefaultListChangedDebounce = 500 * time.Millisecond
+)
+
+// Prefix modes of exposed tool and prompt names (Naming.PrefixMode,
+// ServerNaming.PrefixMode; DESIGN decision 7).
+const (
+	// PrefixAlways exposes every name as <prefix><sep><server><sep><name>,
+	// such as "mcp__files__read_file".
+	PrefixAlways = "always"
+	// PrefixOnCollision exposes a name as the server gives it, or in the
+	// PrefixAlways form while another server exposes the same name.
+	PrefixOnCollision = "on_collision"
+	// PrefixNever exposes names as the server gives them. It is meant for a
+	// single server, or servers known not to overlap: where another server
+	// already has a name, this server's tool or prompt is left out (and
+	// reported).
+	PrefixNever = "never"
+)
+
+// Namespace modes of resource URIs (Resources.Namespace,
+// ServerResources.Namespace). A namespaced URI starts with Naming.Prefix
+// and names the server; the gateway rewrites it back wherever it appears.
+const (
+	// NamespaceAuto namespaces a server's resource URIs of a scheme that
+	// another server's resources already use (two servers' file:// URIs,
+	// say). Each (server, scheme) is decided once, when the gateway first
+	// sees the server use the scheme, and never changes while it runs, so
+	// a URI a client holds keeps working: the first server seen with a
+	// scheme keeps its URIs as they are, later ones get the namespaced
+	// form. Use NamespaceAlways for forms that do not depend on which
+	// server started first.
+	NamespaceAuto = "auto"
+	// NamespaceAlways namespaces every resource URI of the server.
+	NamespaceAlways = "always"
+	// NamespaceNever exposes the server's resource URIs as they are.
+	NamespaceNever = "never"
 )
 
 // Transports of an upstream server.
@@ -79,6 +122,21 @@ type Config struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Sessions bounds the legacy edge's sessions.
 	Sessions Sessions `yaml:"sessions"`
+	// Naming shapes the exposed names of tools and prompts.
+	Naming Naming `yaml:"naming"`
+	// PageSize is the number of items per page of tools/list, prompts/list,
+	// resources/list and resources/templates/list, from 1 to 10000; each
+	// page but the last carries an opaque nextCursor. If zero, the default,
+	// every list is one full page without a nextCursor: many clients never
+	// follow one (DESIGN decision 6).
+	PageSize int `yaml:"page_size"`
+	// ListChangedDebounce is how long the gateway gathers upstream list
+	// changes (and restarts) before it tells its clients, once, that a list
+	// changed; more than 0 and at most 1m. Default
+	// DefaultListChangedDebounce.
+	ListChangedDebounce Duration `yaml:"list_changed_debounce"`
+	// Resources configures how the servers' resources are exposed.
+	Resources Resources `yaml:"resources"`
 	// Admin configures the admin API.
 	Admin Admin `yaml:"admin"`
 	// Log configures the gateway's own log.
@@ -98,6 +156,38 @@ type Sessions struct {
 	// MaxPerPrincipal caps the sessions of one principal. Default
 	// DefaultMaxPerPrincipal.
 	MaxPerPrincipal int `yaml:"max_per_principal"`
+}
+
+// Naming shapes the names the gateway exposes for the servers' tools and
+// prompts (DESIGN decision 7). Routing goes through a reverse table, never by
+// splitting a name on the separator.
+type Naming struct {
+	// PrefixMode is PrefixAlways, PrefixOnCollision or PrefixNever. A
+	// server's own Naming.PrefixMode overrides it. Default PrefixAlways; the
+	// helpers treat "" as PrefixAlways.
+	PrefixMode string `yaml:"prefix_mode"`
+	// Prefix starts a prefixed name, and the scheme of a namespaced resource
+	// URI, so it must be a valid start of a URI scheme: a lower-case letter,
+	// then up to 15 of a-z and 0-9. Default DefaultPrefix.
+	Prefix string `yaml:"prefix"`
+	// Separator goes between the prefix, the server name and the name: 1 to
+	// 4 of A-Z, a-z, 0-9, _ and -. Default DefaultSeparator.
+	Separator string `yaml:"separator"`
+	// MaxLength is the length of the longest exposed tool or prompt name,
+	// from 16 to 128 (the spec's limit); a longer name is shortened and
+	// given a short stable hash suffix. A server's tools.rename values must
+	// fit it as they are. Default DefaultMaxNameLength; the helpers treat 0
+	// as DefaultMaxNameLength.
+	MaxLength int `yaml:"max_length"`
+}
+
+// Resources configures how the servers' resources are exposed.
+type Resources struct {
+	// Namespace is NamespaceAuto, NamespaceAlways or NamespaceNever: whether
+	// the servers' resource URIs are rewritten into the gateway's namespace.
+	// A server's own Resources.Namespace overrides it. Default NamespaceAuto;
+	// the helpers treat "" as NamespaceAuto.
+	Namespace string `yaml:"namespace"`
 }
 
 // Admin configures the admin API under /admin.
@@ -144,10 +234,97 @@ type Server struct {
 	URL     string            `yaml:"url"`
 	APIKey  string            `yaml:"api_key"`
 	Headers map[string]string `yaml:"headers"`
+
+	// Naming overrides the gateway's Naming for this server's names.
+	Naming ServerNaming `yaml:"naming"`
+	// Resources overrides the gateway's Resources for this server.
+	Resources ServerResources `yaml:"resources"`
+	// Tools filters, renames and redescribes this server's tools.
+	Tools ToolOptions `yaml:"tools"`
+}
+
+// ServerNaming overrides the gateway's Naming for one server.
+type ServerNaming struct {
+	// PrefixMode is PrefixAlways, PrefixOnCollision or PrefixNever. If
+	// empty, the gateway's Naming.PrefixMode is used (see Server.PrefixMode).
+	PrefixMode string `yaml:"prefix_mode"`
+}
+
+// ServerResources overrides the gateway's Resources for one server.
+type ServerResources struct {
+	// Namespace is NamespaceAuto, NamespaceAlways or NamespaceNever. If
+	// empty, the gateway's Resources.Namespace is used (see
+	// Server.Namespace).
+	Namespace string `yaml:"namespace"`
+}
+
+// ToolOptions filters, renames and redescribes the tools of one server. The
+// keys and patterns are the server's original tool names, before any prefix
+// or rename.
+type ToolOptions struct {
+	// Allow are the glob patterns (path.Match syntax: *, ?, [a-z], \ to
+	// escape; * does not match "/") of the tools to expose. If empty, every
+	// tool is allowed.
+	Allow []string `yaml:"allow"`
+	// Deny are glob patterns like Allow's. A tool matching any of them is
+	// hidden even if Allow matches it. If empty, none is denied.
+	Deny []string `yaml:"deny"`
+	// Rename maps an original tool name to the name exposed for it, used
+	// verbatim: not prefixed, whatever the prefix mode (a clash with another
+	// server's name is settled as for any other name). A new name is 1 or
+	// more of A-Z, a-z, 0-9, _ and -, at most Naming.MaxLength long, and no
+	// two tools of the server get the same one. If empty, no tool is
+	// renamed.
+	Rename map[string]string `yaml:"rename"`
+	// Describe maps an original tool name to the description exposed
+	// instead of the server's (not empty). If empty, every tool keeps its
+	// own.
+	Describe map[string]string `yaml:"describe"`
 }
 
 // IsEnabled reports whether the server should run (Enabled unset means yes).
 func (s *Server) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+
+// PrefixMode returns the prefix mode of the server's exposed names: its own
+// Naming.PrefixMode if set, else global's, else PrefixAlways.
+func (s *Server) PrefixMode(global Naming) string {
+	switch {
+	case s.Naming.PrefixMode != "":
+		return s.Naming.PrefixMode
+	case global.PrefixMode != "":
+		return global.PrefixMode
+	}
+	return PrefixAlways
+}
+
+// Namespace returns the namespace mode of the server's resource URIs: its
+// own Resources.Namespace if set, else global's, else NamespaceAuto.
+func (s *Server) Namespace(global Resources) string {
+	switch {
+	case s.Resources.Namespace != "":
+		return s.Resources.Namespace
+	case global.Namespace != "":
+		return global.Namespace
+	}
+	return NamespaceAuto
+}
+
+// Visible reports whether the tool the server calls name is exposed: Allow
+// is empty or one of its patterns matches name, and no pattern of Deny
+// does. A malformed pattern matches nothing (validation rejects it).
+func (t ToolOptions) Visible(name string) bool {
+	return (len(t.Allow) == 0 || matchAny(t.Allow, name)) && !matchAny(t.Deny, name)
+}
+
+// matchAny reports whether one of the glob patterns matches name.
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, err := path.Match(p, name); ok && err == nil {
+			return true
+		}
+	}
+	return false
+}
 
 // Duration is a time.Duration written as a Go duration string ("90s", "2m").
 type Duration time.Duration

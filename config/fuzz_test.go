@@ -2,9 +2,12 @@ package config
 
 import (
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fuzzSecret is the value of every variable FuzzParse sets; no problem may
@@ -26,6 +29,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("servers: [{name: a, transport: stdio, command: x, env: {A: '${X}'}}]"))
 	f.Add([]byte("sessions: &a {<<: *a, max: 5}"))
 	f.Add([]byte("servers:\n - &s {name: a, transport: http, url: 'https://${X}'}\n - {<<: *s, name: b}\n"))
+	f.Add([]byte("naming: {prefix: gw, separator: '-', max_length: 16}\npage_size: 5\nservers: [{name: a, transport: stdio, command: x, naming: {prefix_mode: never}, tools: {allow: ['r*', '[a-'], rename: {x: y, z: y}, describe: {x: ''}}}]"))
 
 	lookupEnv := func(name string) (string, bool) {
 		if strings.HasPrefix(name, "UNSET") {
@@ -51,13 +55,39 @@ func FuzzParse(f *testing.F) {
 		if again := c.validate(); again != nil {
 			t.Errorf("Parse found no problem, but validate finds:\n%v", again)
 		}
+		if n := c.Naming; !prefixRE.MatchString(n.Prefix) || !separatorRE.MatchString(n.Separator) || n.MaxLength < 16 || n.MaxLength > 128 {
+			t.Errorf("Parse accepted naming %+v", n)
+		}
+		if c.PageSize < 0 || c.PageSize > 10000 || c.ListChangedDebounce <= 0 || c.ListChangedDebounce > Duration(time.Minute) {
+			t.Errorf("Parse accepted page_size %d, list_changed_debounce %v", c.PageSize, c.ListChangedDebounce)
+		}
 		for _, s := range c.Servers {
 			if !validName(s.Name) {
 				t.Errorf("Parse accepted the server name %q", s.Name)
 			}
+			for _, p := range append(s.Tools.Allow, s.Tools.Deny...) {
+				if _, err := path.Match(p, ""); err != nil {
+					t.Errorf("Parse accepted the glob %q", p)
+				}
+				s.Tools.Visible(p)
+			}
+			exposed := map[string]bool{}
+			for k, v := range s.Tools.Rename {
+				if k == "" || !toolNameRE.MatchString(v) || len(v) > c.Naming.MaxLength || exposed[v] {
+					t.Errorf("Parse accepted the rename %q: %q", k, v)
+				}
+				exposed[v] = true
+			}
 		}
 	})
 }
+
+// The rules of the naming keys, written independently of validate.go.
+var (
+	prefixRE    = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}$`)
+	separatorRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,4}$`)
+	toolNameRE  = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
 
 // validName is the name rule, written independently of ValidateServer.
 func validName(name string) bool {

@@ -85,7 +85,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, Problem
 				if *d.budget < 0 {
 					break
 				}
-				s, sps := d.decodeServer(n, i, lookupEnv)
+				s, sps := d.decodeServer(n, i, c.Naming, lookupEnv)
 				if first, ok := used[s.Name]; ok && s.Name != "" {
 					sps = append(sps, nameUsed(i, s.Name, first))
 				} else if s.Name != "" {
@@ -166,7 +166,15 @@ func defaultConfig() *Config {
 			Max:             DefaultMaxSessions,
 			MaxPerPrincipal: DefaultMaxPerPrincipal,
 		},
-		Log: Log{Level: "info", Format: "json"},
+		Naming: Naming{
+			PrefixMode: PrefixAlways,
+			Prefix:     DefaultPrefix,
+			Separator:  DefaultSeparator,
+			MaxLength:  DefaultMaxNameLength,
+		},
+		ListChangedDebounce: Duration(DefaultListChangedDebounce),
+		Resources:           Resources{Namespace: NamespaceAuto},
+		Log:                 Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -445,9 +453,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// decodeServer decodes, expands and validates the i'th entry of servers. Its
-// problems are not Fatal.
-func (d *decoder) decodeServer(n *yaml.Node, i int, lookupEnv func(string) (string, bool)) (Server, Problems) {
+// decodeServer decodes, expands and validates the i'th entry of servers,
+// under the gateway's naming settings. Its problems are not Fatal.
+func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv func(string) (string, bool)) (Server, Problems) {
 	var s Server
 	base := serverPath(i, "")
 	sd := &decoder{budget: d.budget}
@@ -494,7 +502,7 @@ func (d *decoder) decodeServer(n *yaml.Node, i int, lookupEnv func(string) (stri
 		}
 	}
 	// A value that did not expand is "" now: don't also call it missing.
-	for _, p := range ValidateServer(&s, path) {
+	for _, p := range ValidateServer(&s, path, global) {
 		if !unexpanded[p.Path] {
 			ps = append(ps, p)
 		}

@@ -63,10 +63,15 @@ var badFixtures = []struct {
 			fatal("sessions.idle_timout", `unknown key (did you mean "idle_timeout"?)`),
 			fatal("sessions.maxPerPrincipal", `unknown key (did you mean "max_per_principal"?)`),
 			fatal("log.colour", "unknown key"),
+			fatal("page-size", `unknown key (did you mean "page_size"?)`),
+			fatal("naming.prefx", `unknown key (did you mean "prefix"?)`),
+			fatal("resources.namespaces", `unknown key (did you mean "namespace"?)`),
 			skipped("files", `servers[0] (name "files").comand`, `unknown key (did you mean "command"?)`),
+			skipped("files", `servers[0] (name "files").tools.alow`, `unknown key (did you mean "allow"?)`),
 			skipped("files", `servers[0] (name "files").command`, "missing; a stdio server needs the command to run"),
 			skipped("search", `servers[1] (name "search").apiKey`, `unknown key (did you mean "api_key"?)`),
 			skipped("search", `servers[1] (name "search").tls`, "unknown key"),
+			skipped("search", `servers[1] (name "search").tools.descibe`, `unknown key (did you mean "describe"?)`),
 		},
 		wantServers: []string{"ok"},
 	},
@@ -87,11 +92,15 @@ var badFixtures = []struct {
 			fatal("sessions.max", "must be a whole number, not a string"),
 			fatal("admin", "must be a mapping of keys to values, not a list"),
 			fatal("log.level", "must be a string, not a mapping"),
+			fatal("naming", "must be a mapping of keys to values, not a list"),
+			fatal("page_size", "must be a whole number, not a string"),
 			skipped("files", `servers[0] (name "files").args`, "must be a list, not a string"),
 			skipped("files", `servers[0] (name "files").enabled`, "must be true or false, not a string"),
 			skipped("", "servers[1]", "must be a mapping (a server entry), not a string"),
 			skipped("", "servers[2]", "empty entry; a server needs at least a name and a transport"),
 			skipped("web", `servers[3] (name "web").headers`, "must be a mapping of names to values, not a list"),
+			skipped("web", `servers[3] (name "web").tools.allow`, "must be a list, not a string"),
+			skipped("web", `servers[3] (name "web").tools.rename`, "must be a mapping of names to values, not a list"),
 		},
 		wantServers: []string{"ok"},
 	},
@@ -116,6 +125,48 @@ var badFixtures = []struct {
 		},
 	},
 	{
+		name: "catalog.bad.yaml",
+		want: Problems{
+			fatal("naming.prefix_mode", `"sometimes" is not one of always, on_collision, never`),
+			fatal("naming.prefix", `"MCP" is not a valid prefix: a lower-case letter, then up to 15 of a-z and 0-9 (it also starts the scheme of namespaced resource URIs)`),
+			fatal("naming.separator", `"." is not a valid separator: 1 to 4 of A-Z, a-z, 0-9, _ and -`),
+			fatal("naming.max_length", "must be from 16 to 128"),
+			fatal("page_size", "must be 0 (every list in one full page) or from 1 to 10000"),
+			fatal("list_changed_debounce", "must be more than 0"),
+			fatal("resources.namespace", `"prefix" is not one of auto, always, never`),
+		},
+	},
+	{
+		name: "catalog_limits.bad.yaml",
+		want: Problems{
+			fatal("naming.prefix_mode", `"" is not one of always, on_collision, never`),
+			fatal("naming.prefix", `"abcdefghijklmnopq" is not a valid prefix: a lower-case letter, then up to 15 of a-z and 0-9 (it also starts the scheme of namespaced resource URIs)`),
+			fatal("naming.separator", `"_____" is not a valid separator: 1 to 4 of A-Z, a-z, 0-9, _ and -`),
+			fatal("naming.max_length", "must be from 16 to 128"),
+			fatal("page_size", "must be 0 (every list in one full page) or from 1 to 10000"),
+			fatal("list_changed_debounce", "must be at most 1m0s"),
+			fatal("resources.namespace", `"" is not one of auto, always, never`),
+		},
+	},
+	{
+		name: "tools.bad.yaml",
+		want: Problems{
+			skipped("modes", `servers[0] (name "modes").naming.prefix_mode`, `"Always" is not one of always, on_collision, never (or leave it out for the gateway's naming.prefix_mode)`),
+			skipped("modes", `servers[0] (name "modes").resources.namespace`, `"sometimes" is not one of auto, always, never (or leave it out for the gateway's resources.namespace)`),
+			skipped("globs", `servers[1] (name "globs").tools.allow[1]`, `"[a-" is not a valid glob (path.Match syntax: *, ?, [a-z] and \ to escape)`),
+			skipped("globs", `servers[1] (name "globs").tools.deny[1]`, `"x\\" is not a valid glob (path.Match syntax: *, ?, [a-z] and \ to escape)`),
+			skipped("renames", `servers[2] (name "renames").tools.rename[""]`, "the original tool name must not be empty"),
+			skipped("renames", `servers[2] (name "renames").tools.rename.blank`, `"" is not a valid tool name: 1 or more of A-Z, a-z, 0-9, _ and -`),
+			skipped("renames", `servers[2] (name "renames").tools.rename.dotted`, `"has.dot" is not a valid tool name: 1 or more of A-Z, a-z, 0-9, _ and -`),
+			skipped("renames", `servers[2] (name "renames").tools.rename.long`, `"a_name_longer_than_20" is 21 characters long; naming.max_length is 20`),
+			skipped("renames", `servers[2] (name "renames").tools.rename.seek`, `"web_search" is already the new name of "search"; two tools cannot have one name`),
+			skipped("describes", `servers[3] (name "describes").tools.describe[""]`, "the original tool name must not be empty"),
+			skipped("describes", `servers[3] (name "describes").tools.describe.find`, "must not be empty; leave the tool out to keep the server's own description"),
+			skipped("describes", `servers[3] (name "describes").tools.describe.search`, "must not be empty; leave the tool out to keep the server's own description"),
+		},
+		wantServers: []string{"ok"},
+	},
+	{
 		name: "public_url.bad.yaml",
 		want: Problems{fatal("public_url", "must start with http:// or https://")},
 	},
@@ -128,6 +179,7 @@ var badFixtures = []struct {
 			fatal("max_request_body", `"4mb" has an unknown unit "mb"; units are case-sensitive: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024)`),
 			fatal("max_response_body", `"1.5MiB" is not a whole number; use a smaller unit, like "1536KiB" for 1.5MiB`),
 			fatal("sessions.idle_timeout", `must be a duration like "90s" or "2m", not true or false`),
+			fatal("list_changed_debounce", `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
 			skipped("slow", `servers[0] (name "slow").timeout`, `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
 		},
 	},
@@ -251,19 +303,23 @@ var goodFixtures = []struct {
 		name: "full.yaml",
 		env:  fullEnv,
 		want: &Config{
-			Listen:          "127.0.0.1:8080",
-			PublicURL:       "https://mcp.example.com",
-			DataDir:         "./data",
-			CallTimeout:     Duration(2 * time.Minute),
-			StartTimeout:    Duration(2 * time.Minute),
-			ShutdownGrace:   Duration(10 * time.Second),
-			MaxRequestBody:  4 << 20,
-			MaxResponseBody: 64 << 20,
-			AllowedHosts:    []string{"mcp.example.com", "localhost", "127.0.0.1", "[::1]"},
-			AllowedOrigins:  []string{"https://mcp.example.com", "http://localhost", "https://localhost"},
-			Sessions:        Sessions{IdleTimeout: Duration(30 * time.Minute), Max: 10000, MaxPerPrincipal: 1000},
-			Admin:           Admin{Tokens: []string{}},
-			Log:             Log{Level: "info", Format: "json"},
+			Listen:              "127.0.0.1:8080",
+			PublicURL:           "https://mcp.example.com",
+			DataDir:             "./data",
+			CallTimeout:         Duration(2 * time.Minute),
+			StartTimeout:        Duration(2 * time.Minute),
+			ShutdownGrace:       Duration(10 * time.Second),
+			MaxRequestBody:      4 << 20,
+			MaxResponseBody:     64 << 20,
+			AllowedHosts:        []string{"mcp.example.com", "localhost", "127.0.0.1", "[::1]"},
+			AllowedOrigins:      []string{"https://mcp.example.com", "http://localhost", "https://localhost"},
+			Sessions:            Sessions{IdleTimeout: Duration(30 * time.Minute), Max: 10000, MaxPerPrincipal: 1000},
+			Naming:              Naming{PrefixMode: "always", Prefix: "mcp", Separator: "__", MaxLength: 64},
+			PageSize:            0,
+			ListChangedDebounce: Duration(500 * time.Millisecond),
+			Resources:           Resources{Namespace: "auto"},
+			Admin:               Admin{Tokens: []string{}},
+			Log:                 Log{Level: "info", Format: "json"},
 			Servers: []Server{
 				{
 					Name:      "files",
@@ -274,6 +330,12 @@ var goodFixtures = []struct {
 					Args:      []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/shared"},
 					Env:       map[string]string{"LOG_LEVEL": "warn", "GITHUB_TOKEN": "ghp-test"},
 					Cwd:       "/srv",
+					Tools: ToolOptions{
+						Allow:    []string{"read_*", "list_*", "search_files"},
+						Deny:     []string{"*delete*"},
+						Rename:   map[string]string{"search_files": "find_files"},
+						Describe: map[string]string{"search_files": "Find files under /srv/shared by name."},
+					},
 				},
 				{
 					Name:      "search",
@@ -281,6 +343,8 @@ var goodFixtures = []struct {
 					URL:       "https://search.example.com/mcp",
 					APIKey:    "search-key",
 					Headers:   map[string]string{"X-Team": "platform"},
+					Naming:    ServerNaming{PrefixMode: "on_collision"},
+					Resources: ServerResources{Namespace: "always"},
 				},
 				{
 					Name:      "legacy-notes",
@@ -391,9 +455,18 @@ func TestParse_Defaults(t *testing.T) {
 		want *Config
 	}{
 		{
+			// The new keys' defaults, written out rather than taken from
+			// defaultConfig, so that a changed default shows here.
 			name: "empty file",
 			yaml: "",
-			want: defaultsFor("http://127.0.0.1:8080"),
+			want: func() *Config {
+				c := defaultsFor("http://127.0.0.1:8080")
+				c.Naming = Naming{PrefixMode: "always", Prefix: "mcp", Separator: "__", MaxLength: 64}
+				c.PageSize = 0
+				c.ListChangedDebounce = Duration(500 * time.Millisecond)
+				c.Resources = Resources{Namespace: "auto"}
+				return c
+			}(),
 		},
 		{
 			name: "comments only",
@@ -461,6 +534,54 @@ func TestParse_Defaults(t *testing.T) {
 				c.CallTimeout = Duration(90 * time.Minute)
 				c.Secret = "0123456789abcdef0123456789abcdef"
 				c.Admin.Tokens = []string{"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789ABCDEF"}
+				return c
+			}(),
+		},
+		{
+			name: "a partial naming keeps the other defaults",
+			yaml: "naming: {separator: _}\nresources:\n",
+			want: func() *Config {
+				c := defaultsFor("http://127.0.0.1:8080")
+				c.Naming = Naming{PrefixMode: "always", Prefix: "mcp", Separator: "_", MaxLength: 64}
+				return c
+			}(),
+		},
+		{
+			name: "names, paging and list changes at their upper bounds",
+			yaml: "naming: {prefix_mode: on_collision, prefix: gw0123456789abcd, separator: a-_Z, max_length: 128}\npage_size: 10000\nlist_changed_debounce: 1m\nresources: {namespace: never}\n",
+			want: func() *Config {
+				c := defaultsFor("http://127.0.0.1:8080")
+				c.Naming = Naming{PrefixMode: "on_collision", Prefix: "gw0123456789abcd", Separator: "a-_Z", MaxLength: 128}
+				c.PageSize = 10000
+				c.ListChangedDebounce = Duration(time.Minute)
+				c.Resources = Resources{Namespace: "never"}
+				return c
+			}(),
+		},
+		{
+			name: "names, paging and list changes at their lower bounds",
+			yaml: "naming: {prefix_mode: never, prefix: x, separator: '-', max_length: 16}\npage_size: 1\nlist_changed_debounce: 1ns\nresources: {namespace: always}\n",
+			want: func() *Config {
+				c := defaultsFor("http://127.0.0.1:8080")
+				c.Naming = Naming{PrefixMode: "never", Prefix: "x", Separator: "-", MaxLength: 16}
+				c.PageSize = 1
+				c.ListChangedDebounce = Duration(time.Nanosecond)
+				c.Resources = Resources{Namespace: "always"}
+				return c
+			}(),
+		},
+		{
+			name: "server overrides and tool options",
+			yaml: "naming: {max_length: 20}\nservers:\n  - name: web\n    transport: http\n    url: https://web.example.com/mcp\n    naming: {prefix_mode: never}\n    resources: {namespace: never}\n    tools:\n      allow: []\n      rename: {search: web_search_exactly20}\n",
+			want: func() *Config {
+				c := defaultsFor("http://127.0.0.1:8080")
+				c.Naming.MaxLength = 20
+				c.Servers = []Server{{
+					Name: "web", Transport: "http", URL: "https://web.example.com/mcp",
+					Naming:    ServerNaming{PrefixMode: "never"},
+					Resources: ServerResources{Namespace: "never"},
+					Tools:     ToolOptions{Allow: []string{}, Rename: map[string]string{"search": "web_search_exactly20"}},
+				}}
 				return c
 			}(),
 		},

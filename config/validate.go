@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -69,12 +71,22 @@ const (
 	maxRequestBodyLimit = 1 << 30 // 1 GiB
 	minSecretLen        = 32
 	maxNameLen          = 32
+
+	maxPrefixLen           = 16
+	maxSeparatorLen        = 4
+	minMaxNameLength       = 16
+	maxMaxNameLength       = 128 // the spec's limit on a tool name
+	maxPageSize            = 10000
+	maxListChangedDebounce = time.Minute
 )
 
-// The accepted values of Log.Level and Log.Format.
+// The accepted values of Log.Level, Log.Format, the prefix modes and the
+// namespace modes.
 var (
-	logLevels  = []string{"debug", "info", "warn", "error"}
-	logFormats = []string{"json", "text"}
+	logLevels   = []string{"debug", "info", "warn", "error"}
+	logFormats  = []string{"json", "text"}
+	prefixModes = []string{PrefixAlways, PrefixOnCollision, PrefixNever}
+	namespaces  = []string{NamespaceAuto, NamespaceAlways, NamespaceNever}
 )
 
 // validate checks a whole Config as Parse leaves it: the gateway settings
@@ -84,7 +96,7 @@ func (c *Config) validate() Problems {
 	used := map[string]int{}
 	for i := range c.Servers {
 		s := &c.Servers[i]
-		ps = append(ps, ValidateServer(s, serverPath(i, s.Name))...)
+		ps = append(ps, ValidateServer(s, serverPath(i, s.Name), c.Naming)...)
 		if first, ok := used[s.Name]; ok {
 			ps = append(ps, nameUsed(i, s.Name, first))
 		}
@@ -177,6 +189,30 @@ func (c *Config) validateGateway() Problems {
 	} else if c.Sessions.Max >= 1 && c.Sessions.MaxPerPrincipal > c.Sessions.Max {
 		add("sessions.max_per_principal", "must be at most sessions.max (%d)", c.Sessions.Max)
 	}
+	if !slices.Contains(prefixModes, c.Naming.PrefixMode) {
+		add("naming.prefix_mode", "%q is not one of %s", c.Naming.PrefixMode, strings.Join(prefixModes, ", "))
+	}
+	if !validPrefix(c.Naming.Prefix) {
+		add("naming.prefix", "%q is not a valid prefix: a lower-case letter, then up to %d of a-z and 0-9 (it also starts the scheme of namespaced resource URIs)", c.Naming.Prefix, maxPrefixLen-1)
+	}
+	if !validSeparator(c.Naming.Separator) {
+		add("naming.separator", "%q is not a valid separator: 1 to %d of A-Z, a-z, 0-9, _ and -", c.Naming.Separator, maxSeparatorLen)
+	}
+	if n := c.Naming.MaxLength; n < minMaxNameLength || n > maxMaxNameLength {
+		add("naming.max_length", "must be from %d to %d", minMaxNameLength, maxMaxNameLength)
+	}
+	if c.PageSize < 0 || c.PageSize > maxPageSize {
+		add("page_size", "must be 0 (every list in one full page) or from 1 to %d", maxPageSize)
+	}
+	switch {
+	case c.ListChangedDebounce <= 0:
+		add("list_changed_debounce", "must be more than 0")
+	case c.ListChangedDebounce > Duration(maxListChangedDebounce):
+		add("list_changed_debounce", "must be at most %s", Duration(maxListChangedDebounce))
+	}
+	if !slices.Contains(namespaces, c.Resources.Namespace) {
+		add("resources.namespace", "%q is not one of %s", c.Resources.Namespace, strings.Join(namespaces, ", "))
+	}
 	for i, t := range c.Admin.Tokens {
 		if !validTokenHash(t) {
 			// Never show t: it may be the token itself, pasted by mistake.
@@ -194,9 +230,11 @@ func (c *Config) validateGateway() Problems {
 
 // ValidateServer checks one server entry, after expansion, with the rules of
 // the file; path is the prefix of the problems' paths ("servers[2]", or ""
-// for none). It does not check that the name is unused. Its problems are
-// not Fatal.
-func ValidateServer(s *Server, path string) Problems {
+// for none). global is the gateway's Naming: a tools.rename value may be at
+// most global.MaxLength long (DefaultMaxNameLength if zero). It does not
+// check that the name is unused, nor that a new name of a tool is unused by
+// other servers. Its problems are not Fatal.
+func ValidateServer(s *Server, path string, global Naming) Problems {
 	var ps Problems
 	addAt := func(p, format string, args ...any) {
 		ps = append(ps, Problem{Path: p, Message: fmt.Sprintf(format, args...), Server: s.Name})
@@ -299,7 +337,97 @@ func ValidateServer(s *Server, path string) Problems {
 			addAt(key, "value contains a NUL byte")
 		}
 	}
+
+	if m := s.Naming.PrefixMode; m != "" && !slices.Contains(prefixModes, m) {
+		addAt(join(join(path, "naming"), "prefix_mode"), "%q is not one of %s (or leave it out for the gateway's naming.prefix_mode)", m, strings.Join(prefixModes, ", "))
+	}
+	if m := s.Resources.Namespace; m != "" && !slices.Contains(namespaces, m) {
+		addAt(join(join(path, "resources"), "namespace"), "%q is not one of %s (or leave it out for the gateway's resources.namespace)", m, strings.Join(namespaces, ", "))
+	}
+	ps = append(ps, validateTools(s.Tools, join(path, "tools"), global, s.Name)...)
 	return ps
+}
+
+// validateTools checks a server's tools options; at is their key path and
+// server the server's name, for the problems.
+func validateTools(t ToolOptions, at string, global Naming, server string) Problems {
+	var ps Problems
+	add := func(p, format string, args ...any) {
+		ps = append(ps, Problem{Path: p, Message: fmt.Sprintf(format, args...), Server: server})
+	}
+	for _, list := range []struct {
+		key      string
+		patterns []string
+	}{{"allow", t.Allow}, {"deny", t.Deny}} {
+		for i, p := range list.patterns {
+			if _, err := path.Match(p, ""); err != nil {
+				add(fmt.Sprintf("%s[%d]", join(at, list.key), i), `%q is not a valid glob (path.Match syntax: *, ?, [a-z] and \ to escape)`, p)
+			}
+		}
+	}
+
+	maxLen := global.MaxLength
+	if maxLen <= 0 {
+		maxLen = DefaultMaxNameLength
+	}
+	renamed := map[string]string{} // new name → original
+	for _, k := range sortedKeys(t.Rename) {
+		key, v := join(join(at, "rename"), k), t.Rename[k]
+		if k == "" {
+			add(key, "the original tool name must not be empty")
+		}
+		if !validToolName(v) {
+			add(key, "%q is not a valid tool name: 1 or more of A-Z, a-z, 0-9, _ and -", v)
+		}
+		if n := utf8.RuneCountInString(v); n > maxLen {
+			add(key, "%q is %d characters long; naming.max_length is %d", v, n, maxLen)
+		}
+		if first, ok := renamed[v]; ok && v != "" {
+			add(key, "%q is already the new name of %q; two tools cannot have one name", v, first)
+		} else {
+			renamed[v] = k
+		}
+	}
+	for _, k := range sortedKeys(t.Describe) {
+		key := join(join(at, "describe"), k)
+		if k == "" {
+			add(key, "the original tool name must not be empty")
+		}
+		if strings.TrimSpace(t.Describe[k]) == "" {
+			add(key, "must not be empty; leave the tool out to keep the server's own description")
+		}
+	}
+	return ps
+}
+
+// validPrefix reports whether s is a valid Naming.Prefix: a lower-case
+// letter, then up to maxPrefixLen-1 of a-z and 0-9, so that it can start a
+// URI scheme (RFC 3986, 3.1).
+func validPrefix(s string) bool {
+	if s == "" || len(s) > maxPrefixLen || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
+}
+
+// validSeparator reports whether s is a valid Naming.Separator: 1 to
+// maxSeparatorLen of A-Z, a-z, 0-9, _ and -.
+func validSeparator(s string) bool {
+	return len(s) <= maxSeparatorLen && validToolName(s)
+}
+
+// validToolName reports whether s is a name LLM APIs accept as a tool
+// name, leaving the length aside: 1 or more of A-Z, a-z, 0-9, _ and -.
+func validToolName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // validListen reports whether s is host:port with a numeric port, where

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ func TestValidateServer(t *testing.T) {
 		name   string
 		server Server
 		path   string
+		naming Naming // the gateway's
 		want   Problems
 	}{
 		{name: "stdio", server: stdio("files")},
@@ -78,10 +80,74 @@ func TestValidateServer(t *testing.T) {
 				{Path: "url", Message: "is not a valid URL", Server: "x"},
 			},
 		},
+		{
+			name: "tool options, names and namespace",
+			server: Server{
+				Name: "web", Transport: "http", URL: "https://x.example.com",
+				Naming:    ServerNaming{PrefixMode: PrefixNever},
+				Resources: ServerResources{Namespace: NamespaceAlways},
+				Tools: ToolOptions{
+					Allow: []string{"read_*", "list_?", `a\*`, "[a-c]*", ""},
+					Deny:  []string{"*delete*"},
+					// A swap is fine: the new names differ.
+					Rename:   map[string]string{"a": "b", "b": "a", "x.y": "x_y", "long": strings.Repeat("n", 64)},
+					Describe: map[string]string{"search": "Search the public web."},
+				},
+			},
+		},
+		{
+			name:   "rename within the configured max_length",
+			server: Server{Name: "web", Transport: "http", URL: "https://x.example.com", Tools: ToolOptions{Rename: map[string]string{"a": strings.Repeat("n", 100)}}},
+			naming: Naming{MaxLength: 100},
+		},
+		{
+			name:   "rename beyond the default max_length when none is given",
+			server: Server{Name: "web", Transport: "http", URL: "https://x.example.com", Tools: ToolOptions{Rename: map[string]string{"a": strings.Repeat("n", 65)}}},
+			want: Problems{
+				{Path: "tools.rename.a", Message: `"` + strings.Repeat("n", 65) + `" is 65 characters long; naming.max_length is 64`, Server: "web"},
+			},
+		},
+		{
+			name: "every rule of the new keys",
+			server: Server{
+				Name: "web", Transport: "http", URL: "https://x.example.com",
+				Naming:    ServerNaming{PrefixMode: "sometimes"},
+				Resources: ServerResources{Namespace: "yes"},
+				Tools: ToolOptions{
+					Allow: []string{"ok_*", "[a-"},
+					Deny:  []string{`tail\`},
+					Rename: map[string]string{
+						"":       "empty_key",
+						"dot":    "has.dot",
+						"empty":  "",
+						"long":   "a_name_over_twenty_chars",
+						"search": "web_search",
+						"seek":   "web_search",
+					},
+					Describe: map[string]string{"": "x", "blank": " \t", "empty": ""},
+				},
+			},
+			path:   "servers[0]",
+			naming: Naming{MaxLength: 20},
+			want: Problems{
+				{Path: "servers[0].naming.prefix_mode", Message: `"sometimes" is not one of always, on_collision, never (or leave it out for the gateway's naming.prefix_mode)`, Server: "web"},
+				{Path: "servers[0].resources.namespace", Message: `"yes" is not one of auto, always, never (or leave it out for the gateway's resources.namespace)`, Server: "web"},
+				{Path: "servers[0].tools.allow[1]", Message: `"[a-" is not a valid glob (path.Match syntax: *, ?, [a-z] and \ to escape)`, Server: "web"},
+				{Path: "servers[0].tools.deny[0]", Message: `"tail\\" is not a valid glob (path.Match syntax: *, ?, [a-z] and \ to escape)`, Server: "web"},
+				{Path: `servers[0].tools.rename[""]`, Message: "the original tool name must not be empty", Server: "web"},
+				{Path: "servers[0].tools.rename.dot", Message: `"has.dot" is not a valid tool name: 1 or more of A-Z, a-z, 0-9, _ and -`, Server: "web"},
+				{Path: "servers[0].tools.rename.empty", Message: `"" is not a valid tool name: 1 or more of A-Z, a-z, 0-9, _ and -`, Server: "web"},
+				{Path: "servers[0].tools.rename.long", Message: `"a_name_over_twenty_chars" is 24 characters long; naming.max_length is 20`, Server: "web"},
+				{Path: "servers[0].tools.rename.seek", Message: `"web_search" is already the new name of "search"; two tools cannot have one name`, Server: "web"},
+				{Path: `servers[0].tools.describe[""]`, Message: "the original tool name must not be empty", Server: "web"},
+				{Path: "servers[0].tools.describe.blank", Message: "must not be empty; leave the tool out to keep the server's own description", Server: "web"},
+				{Path: "servers[0].tools.describe.empty", Message: "must not be empty; leave the tool out to keep the server's own description", Server: "web"},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateServer(&tt.server, tt.path)
+			got := ValidateServer(&tt.server, tt.path, tt.naming)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ValidateServer (-want +got):\n%s", diff)
 			}

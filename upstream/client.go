@@ -387,6 +387,22 @@ func (c *Client) ListTools(ctx context.Context) ([]json.RawMessage, error) {
 	return c.listAll(ctx, "tools/list", "tools")
 }
 
+// ListPrompts returns every prompt the server lists, with the same paging
+// rules as ListTools.
+func (c *Client) ListPrompts(ctx context.Context) ([]json.RawMessage, error) {
+	return c.listAll(ctx, "prompts/list", "prompts")
+}
+
+// ListResources returns every resource the server lists.
+func (c *Client) ListResources(ctx context.Context) ([]json.RawMessage, error) {
+	return c.listAll(ctx, "resources/list", "resources")
+}
+
+// ListResourceTemplates returns every resource template the server lists.
+func (c *Client) ListResourceTemplates(ctx context.Context) ([]json.RawMessage, error) {
+	return c.listAll(ctx, "resources/templates/list", "resourceTemplates")
+}
+
 func (c *Client) listAll(ctx context.Context, method, field string) ([]json.RawMessage, error) {
 	var all []json.RawMessage
 	seen := map[string]bool{}

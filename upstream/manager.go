@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // State is where a server is in its life.
@@ -29,25 +30,37 @@ const (
 	StateStopped  State = "stopped"  // stopped by the gateway
 )
 
-// Status is a snapshot of one server. Tools is immutable: it is replaced,
-// never changed, when the server's list changes, and it keeps the last list
-// after the server goes down, so that the server's tools stay routable and
-// their calls can name the server and its state (DESIGN decision 9).
+// Status is a snapshot of one server. Its lists are immutable: each is
+// replaced, never changed, when the server's list changes, and they keep
+// the last lists after the server goes down, so that the server's tools
+// stay routable and their calls can name the server and its state (DESIGN
+// decision 9).
 type Status struct {
-	Name            string            `json:"name"`
-	Transport       string            `json:"transport"`
-	Enabled         bool              `json:"enabled"`
-	State           State             `json:"state"`
-	Error           string            `json:"error,omitempty"`
-	ProtocolVersion string            `json:"protocol_version,omitempty"`
-	ServerInfo      json.RawMessage   `json:"server_info,omitempty"`
-	Capabilities    json.RawMessage   `json:"capabilities,omitempty"`
-	Instructions    string            `json:"-"`
-	Tools           []json.RawMessage `json:"-"`
-	ToolCount       int               `json:"tool_count"`
-	PID             int               `json:"pid,omitempty"`
-	LastStderr      string            `json:"last_stderr,omitempty"`
-	StartedAt       time.Time         `json:"started_at,omitzero"`
+	Name            string          `json:"name"`
+	Transport       string          `json:"transport"`
+	Enabled         bool            `json:"enabled"`
+	State           State           `json:"state"`
+	Error           string          `json:"error,omitempty"`
+	ProtocolVersion string          `json:"protocol_version,omitempty"`
+	ServerInfo      json.RawMessage `json:"server_info,omitempty"`
+	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
+	Instructions    string          `json:"-"`
+	// Tools, Prompts, Resources and Templates are the server's lists as
+	// raw JSON objects, each replaced whole when it changes.
+	Tools         []json.RawMessage `json:"-"`
+	Prompts       []json.RawMessage `json:"-"`
+	Resources     []json.RawMessage `json:"-"`
+	Templates     []json.RawMessage `json:"-"`
+	ToolCount     int               `json:"tool_count"`
+	PromptCount   int               `json:"prompt_count"`
+	ResourceCount int               `json:"resource_count"`
+	TemplateCount int               `json:"resource_template_count"`
+	// Problems are what the gateway noticed about the server's lists:
+	// a list that could not be read, names that clashed.
+	Problems   []string  `json:"problems,omitempty"`
+	PID        int       `json:"pid,omitempty"`
+	LastStderr string    `json:"last_stderr,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
 }
 
 // ManagerOptions configures a Manager.
@@ -85,7 +98,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	servers  map[string]*entry
-	watchers map[int]func(server string)
+	watchers map[int]func(Event)
 	nextW    int
 	closed   bool
 }
@@ -95,7 +108,21 @@ type entry struct {
 	cfg    config.Server
 	status Status
 	client *Client // nil unless starting or running
+	// refreshing and dirty coalesce list refreshes per kind: a change
+	// notice during a refresh makes one more refresh, not one per notice.
+	refreshing map[listKind]bool
+	dirty      map[listKind]bool
+	listErrs   map[listKind]string
 }
+
+// listKind is one of the lists a server may offer.
+type listKind string
+
+const (
+	kindTools     listKind = "tools"
+	kindPrompts   listKind = "prompts"
+	kindResources listKind = "resources" // resources and resource templates
+)
 
 // NewManager returns a Manager for opts.Servers. Nothing starts until Start.
 func NewManager(opts ManagerOptions) *Manager {
@@ -113,14 +140,15 @@ func NewManager(opts ManagerOptions) *Manager {
 		ctx:      ctx,
 		cancel:   cancel,
 		servers:  make(map[string]*entry),
-		watchers: make(map[int]func(string)),
+		watchers: make(map[int]func(Event)),
 	}
 	for _, s := range opts.Servers {
 		st := Status{Name: s.Name, Transport: s.Transport, Enabled: s.IsEnabled(), State: StateStopped}
 		if !s.IsEnabled() {
 			st.State = StateDisabled
 		}
-		m.servers[s.Name] = &entry{cfg: s, status: st}
+		m.servers[s.Name] = &entry{cfg: s, status: st,
+			refreshing: map[listKind]bool{}, dirty: map[listKind]bool{}, listErrs: map[listKind]string{}}
 	}
 	return m
 }
@@ -170,9 +198,9 @@ func (m *Manager) run(e *entry, c *Client) {
 	logger := m.logger.With("server", name)
 	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
 	err := c.Connect(ctx)
-	var tools []json.RawMessage
+	var lists serverLists
 	if err == nil {
-		tools, err = c.ListTools(ctx)
+		lists, err = readLists(ctx, c, allKinds)
 		if err != nil {
 			closeCtx, closeCancel := context.WithTimeout(context.Background(), m.stopBound())
 			c.Close(closeCtx)
@@ -208,8 +236,9 @@ func (m *Manager) run(e *entry, c *Client) {
 	e.status.ServerInfo = init.ServerInfo
 	e.status.Capabilities = init.Capabilities
 	e.status.Instructions = init.Instructions
-	e.status.Tools = tools
-	e.status.ToolCount = len(tools)
+	for k := range allKinds {
+		lists.apply(e, k)
+	}
 	e.status.PID = c.PID()
 	m.mu.Unlock()
 	// Publish the tools first and the state after, so that whoever sees
@@ -224,7 +253,8 @@ func (m *Manager) run(e *entry, c *Client) {
 	e.status.State = StateRunning
 	e.status.StartedAt = time.Now()
 	m.mu.Unlock()
-	logger.Info("server running", "protocol_version", init.ProtocolVersion, "tools", len(tools), "pid", c.PID())
+	logger.Info("server running", "protocol_version", init.ProtocolVersion,
+		"tools", len(lists.tools), "prompts", len(lists.prompts), "resources", len(lists.resources), "pid", c.PID())
 	m.changed(name)
 
 	<-c.Done()
@@ -255,53 +285,188 @@ func (m *Manager) stopBound() time.Duration {
 	return 3*g + time.Second
 }
 
-// onNotification handles a server's notifications that belong to no call.
+// onNotification handles a server's notifications that belong to no call:
+// list changes refresh that list; the rest go to the watchers.
 func (m *Manager) onNotification(server string, n *jsonrpc.Message) {
+	var kind listKind
 	switch n.Method {
 	case "notifications/tools/list_changed":
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.refreshTools(server)
-		}()
+		kind = kindTools
+	case "notifications/prompts/list_changed":
+		kind = kindPrompts
+	case "notifications/resources/list_changed":
+		kind = kindResources
 	default:
-		m.logger.Debug("dropping upstream notification", "server", server, "method", n.Method)
+		m.emit(Event{Server: server, Notification: n})
+		return
 	}
-}
-
-// refreshTools lists a running server's tools again and publishes them.
-func (m *Manager) refreshTools(server string) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	e := m.servers[server]
-	var c *Client
-	if e != nil && e.status.State == StateRunning {
-		c = e.client
-	}
-	m.mu.Unlock()
-	if c == nil {
+	if e == nil || m.closed {
 		return
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
-	defer cancel()
-	tools, err := c.ListTools(ctx)
-	if err != nil {
-		m.logger.Warn("listing tools after list_changed failed", "server", server, "err", err)
+	if e.refreshing[kind] {
+		e.dirty[kind] = true
 		return
 	}
-	m.mu.Lock()
-	if e.client != c {
-		m.mu.Unlock()
-		return
-	}
-	e.status.Tools = tools
-	e.status.ToolCount = len(tools)
-	m.mu.Unlock()
-	m.changed(server)
+	e.refreshing[kind] = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.refresh(e, kind)
+	}()
 }
 
-// Watch registers fn to be called (from a manager goroutine) after a
-// server's state or tools changed. The returned func unregisters it.
-func (m *Manager) Watch(fn func(server string)) (stop func()) {
+// refresh reads one of a running server's lists again and publishes it,
+// once more for every change notice that came in meanwhile.
+func (m *Manager) refresh(e *entry, kind listKind) {
+	for {
+		m.mu.Lock()
+		e.dirty[kind] = false
+		var c *Client
+		if e.status.State == StateRunning {
+			c = e.client
+		}
+		m.mu.Unlock()
+		if c == nil {
+			break
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
+		lists, err := readLists(ctx, c, map[listKind]bool{kind: true})
+		cancel()
+		m.mu.Lock()
+		if e.client == c {
+			if err != nil {
+				e.listErrs[kind] = err.Error()
+				m.logger.Warn("reading a list after list_changed failed", "server", e.cfg.Name, "list", string(kind), "err", err)
+			} else {
+				lists.apply(e, kind)
+			}
+			e.status.Problems = listProblems(e)
+		}
+		m.mu.Unlock()
+		m.changed(e.cfg.Name)
+		m.mu.Lock()
+		again := e.dirty[kind] && m.ctx.Err() == nil
+		m.mu.Unlock()
+		if !again {
+			break
+		}
+	}
+	m.mu.Lock()
+	e.refreshing[kind] = false
+	m.mu.Unlock()
+}
+
+// allKinds are the lists read at start.
+var allKinds = map[listKind]bool{kindTools: true, kindPrompts: true, kindResources: true}
+
+// serverLists are lists read from a server; a nil list was not read.
+type serverLists struct {
+	read                                 map[listKind]bool
+	errs                                 map[listKind]string
+	tools, prompts, resources, templates []json.RawMessage
+}
+
+// readLists reads the lists of kinds that the server declared a capability
+// for (a server without the tools capability has no tools). A tools list
+// that cannot be read is an error; the other lists are optional features,
+// so their errors only leave them empty (and are reported in
+// Status.Problems).
+func readLists(ctx context.Context, c *Client, kinds map[listKind]bool) (serverLists, error) {
+	l := serverLists{read: map[listKind]bool{}, errs: map[listKind]string{}}
+	init := c.Initialized()
+	has := func(capability string) bool {
+		if init == nil {
+			return false
+		}
+		v, ok, _ := rawjson.Get(init.Capabilities, capability)
+		return ok && string(v) != "null"
+	}
+	if kinds[kindTools] {
+		l.read[kindTools] = true
+		if has("tools") {
+			tools, err := c.ListTools(ctx)
+			if err != nil {
+				return l, err
+			}
+			l.tools = tools
+		}
+	}
+	if kinds[kindPrompts] {
+		l.read[kindPrompts] = true
+		if has("prompts") {
+			var err error
+			if l.prompts, err = c.ListPrompts(ctx); err != nil {
+				l.errs[kindPrompts] = err.Error()
+			}
+		}
+	}
+	if kinds[kindResources] {
+		l.read[kindResources] = true
+		if has("resources") {
+			var errs []error
+			var err error
+			if l.resources, err = c.ListResources(ctx); err != nil {
+				errs = append(errs, err)
+			}
+			if l.templates, err = c.ListResourceTemplates(ctx); err != nil {
+				errs = append(errs, err)
+			}
+			if len(errs) > 0 {
+				l.errs[kindResources] = errors.Join(errs...).Error()
+			}
+		}
+	}
+	return l, nil
+}
+
+// apply stores the lists of kind into e's status (m.mu held).
+func (l serverLists) apply(e *entry, kind listKind) {
+	if !l.read[kind] {
+		return
+	}
+	delete(e.listErrs, kind)
+	if msg := l.errs[kind]; msg != "" {
+		e.listErrs[kind] = msg
+	}
+	switch kind {
+	case kindTools:
+		e.status.Tools, e.status.ToolCount = l.tools, len(l.tools)
+	case kindPrompts:
+		e.status.Prompts, e.status.PromptCount = l.prompts, len(l.prompts)
+	case kindResources:
+		e.status.Resources, e.status.ResourceCount = l.resources, len(l.resources)
+		e.status.Templates, e.status.TemplateCount = l.templates, len(l.templates)
+	}
+	e.status.Problems = listProblems(e)
+}
+
+func listProblems(e *entry) []string {
+	var out []string
+	for _, k := range []listKind{kindTools, kindPrompts, kindResources} {
+		if msg := e.listErrs[k]; msg != "" {
+			out = append(out, fmt.Sprintf("reading %s: %s", k, msg))
+		}
+	}
+	return out
+}
+
+// Event tells a watcher what happened at one server.
+type Event struct {
+	// Server is the server's name.
+	Server string
+	// Notification, when not nil, is a notification from the server that
+	// belongs to no call and that the manager does not handle itself (such
+	// as notifications/resources/updated). When nil, the server's state or
+	// one of its lists changed: read Servers again.
+	Notification *jsonrpc.Message
+}
+
+// Watch registers fn to be called, from a manager goroutine, for every
+// Event. fn must not block for long. The returned func unregisters it.
+func (m *Manager) Watch(fn func(Event)) (stop func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := m.nextW
@@ -314,15 +479,18 @@ func (m *Manager) Watch(fn func(server string)) (stop func()) {
 	}
 }
 
-func (m *Manager) changed(server string) {
+// changed tells the watchers that server's state or lists changed.
+func (m *Manager) changed(server string) { m.emit(Event{Server: server}) }
+
+func (m *Manager) emit(ev Event) {
 	m.mu.Lock()
-	fns := make([]func(string), 0, len(m.watchers))
+	fns := make([]func(Event), 0, len(m.watchers))
 	for _, fn := range m.watchers {
 		fns = append(fns, fn)
 	}
 	m.mu.Unlock()
 	for _, fn := range fns {
-		fn(server)
+		fn(ev)
 	}
 }
 

@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"gateway/legacy":        {"gateway", "auth", "config", "internal/*"},
 	"gateway/admin":         {"gateway", "store", "openapi", "config", "internal/*"},
 	"upstream":              {"config", "internal/jsonrpc", "internal/sse", "internal/rawjson"},
-	"upstream/upstreamtest": {"upstream"},
+	"upstream/upstreamtest": {"upstream", "internal/jsonrpc"},
 	"naming":                {},
 	"auth":                  {"config"},
 	"mediastore":            {},

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
@@ -18,8 +19,9 @@ type Server struct {
 	Name  string
 	State upstream.State // StateRunning when empty
 	Err   string
-	// Tools are the server's tool objects as raw JSON.
-	Tools []json.RawMessage
+	// Tools, Prompts, Resources and Templates are the server's lists as
+	// raw JSON objects.
+	Tools, Prompts, Resources, Templates []json.RawMessage
 	// Handle answers every call to the server. Nil answers with an empty
 	// result.
 	Handle func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
@@ -29,13 +31,13 @@ type Server struct {
 type Manager struct {
 	mu       sync.Mutex
 	servers  map[string]*Server
-	watchers map[int]func(string)
+	watchers map[int]func(upstream.Event)
 	next     int
 }
 
 // NewManager returns a Manager with servers.
 func NewManager(servers ...*Server) *Manager {
-	m := &Manager{servers: make(map[string]*Server), watchers: make(map[int]func(string))}
+	m := &Manager{servers: make(map[string]*Server), watchers: make(map[int]func(upstream.Event))}
 	for _, s := range servers {
 		m.servers[s.Name] = s
 	}
@@ -46,13 +48,25 @@ func NewManager(servers ...*Server) *Manager {
 func (m *Manager) Set(s *Server) {
 	m.mu.Lock()
 	m.servers[s.Name] = s
-	fns := make([]func(string), 0, len(m.watchers))
+	m.mu.Unlock()
+	m.emit(upstream.Event{Server: s.Name})
+}
+
+// Notify delivers a notification from server n to the watchers, as a
+// server's notification that belongs to no call.
+func (m *Manager) Notify(server string, n *jsonrpc.Message) {
+	m.emit(upstream.Event{Server: server, Notification: n})
+}
+
+func (m *Manager) emit(ev upstream.Event) {
+	m.mu.Lock()
+	fns := make([]func(upstream.Event), 0, len(m.watchers))
 	for _, fn := range m.watchers {
 		fns = append(fns, fn)
 	}
 	m.mu.Unlock()
 	for _, fn := range fns {
-		fn(s.Name)
+		fn(ev)
 	}
 }
 
@@ -82,6 +96,9 @@ func (m *Manager) Servers() []upstream.Status {
 		out = append(out, upstream.Status{
 			Name: s.Name, Enabled: true, State: state(s), Error: s.Err,
 			Tools: s.Tools, ToolCount: len(s.Tools),
+			Prompts: s.Prompts, PromptCount: len(s.Prompts),
+			Resources: s.Resources, ResourceCount: len(s.Resources),
+			Templates: s.Templates, TemplateCount: len(s.Templates),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -89,7 +106,7 @@ func (m *Manager) Servers() []upstream.Status {
 }
 
 // Watch implements gateway.Upstreams.
-func (m *Manager) Watch(fn func(server string)) (stop func()) {
+func (m *Manager) Watch(fn func(upstream.Event)) (stop func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := m.next

@@ -3,78 +3,259 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 
+	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/naming"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
-// catalog is an immutable merged view of every server's tools (DESIGN
-// decision 6). A new one replaces the old whole; readers never lock.
+// catalog is an immutable merged view of every server's tools, prompts,
+// resources and resource templates (DESIGN decision 6). A new one replaces
+// the old whole; readers never lock.
 type catalog struct {
-	version uint64
-	names   *naming.Table
-	tools   []tool // sorted by exposed name
-	// listBody is the tools/list result {"tools":[...]}, encoded once.
-	listBody json.RawMessage
+	version   uint64
+	tools     *list
+	prompts   *list
+	resources *list
+	templates *list
+
+	toolNames   *naming.Table
+	promptNames *naming.Table
+
+	// Resource routing.
+	prefix     string
+	namespaced map[string]func(uri string) bool // by server: is this URI of the server exposed namespaced?
+	bareURIs   map[string][]string              // exposed bare URI -> servers
+	origURIs   map[string][]string              // original URI -> servers (every server)
+	tmpls      map[string][]*template           // server -> its templates (original form)
+
+	// problems are what the build noticed, per server: clashing names,
+	// tools left out.
+	problems map[string][]string
 }
 
-// tool is one exposed tool.
-type tool struct {
-	exposed string
-	ref     naming.Ref
-	raw     json.RawMessage // the upstream's tool object with "name" replaced
+// list is one merged list: its items sorted by key, and the whole list
+// encoded once as the result object of its */list method.
+type list struct {
+	field string // the result member: "tools", "prompts", "resources", "resourceTemplates"
+	items []item
+	full  json.RawMessage // {"<field>":[...]}
 }
 
-// buildCatalog merges the servers' tool lists. Every field of an upstream
-// tool is kept byte for byte except its name. A server that is down keeps
-// its last list, so its tools stay routable and their calls can say why
-// they fail.
-func buildCatalog(servers []upstream.Status, version uint64, logger *slog.Logger) *catalog {
-	var tools []tool
-	var refs []naming.Ref
-	seen := make(map[naming.Ref]bool)
-	for _, st := range servers {
-		for _, raw := range st.Tools {
-			name, ok := rawjson.String(raw, "name")
-			if !ok || name == "" {
-				logger.Warn("skipping a tool without a name", "server", st.Name)
-				continue
-			}
-			ref := naming.Ref{Server: st.Name, Name: name}
-			if seen[ref] {
-				logger.Warn("skipping a tool listed twice", "server", st.Name, "tool", name)
-				continue
-			}
-			seen[ref] = true
-			refs = append(refs, ref)
-			tools = append(tools, tool{ref: ref, raw: raw})
-		}
-	}
-	names := naming.NewTable(refs)
-	for i := range tools {
-		t := &tools[i]
-		t.exposed, _ = names.Exposed(t.ref)
-		exposedJSON, _ := json.Marshal(t.exposed)
-		renamed, err := rawjson.Set(t.raw, "name", exposedJSON)
-		if err != nil { // cannot happen: rawjson.String read the object
-			logger.Error("renaming a tool failed", "server", t.ref.Server, "tool", t.ref.Name, "err", err)
-			continue
-		}
-		t.raw = renamed
-	}
-	sort.Slice(tools, func(i, j int) bool { return tools[i].exposed < tools[j].exposed })
+// item is one entry of a merged list.
+type item struct {
+	key    string // sort and cursor key: the exposed name or URI (+ "\x00" + server when URIs may repeat)
+	server string
+	raw    json.RawMessage // the upstream's object with its name or URI rewritten
+}
 
+func newList(field string, items []item) *list {
+	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
 	var b bytes.Buffer
-	b.WriteString(`{"tools":[`)
-	for i, t := range tools {
+	b.WriteString(`{"`)
+	b.WriteString(field)
+	b.WriteString(`":[`)
+	for i, it := range items {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(t.raw)
+		b.Write(it.raw)
 	}
 	b.WriteString(`]}`)
-	return &catalog{version: version, names: names, tools: tools, listBody: b.Bytes()}
+	return &list{field: field, items: items, full: b.Bytes()}
+}
+
+// page returns the items after key after (all when after is ""), at most n
+// (all when n <= 0), and whether more follow.
+func (l *list) page(after string, n int) ([]item, bool) {
+	i := 0
+	if after != "" {
+		i = sort.Search(len(l.items), func(i int) bool { return l.items[i].key > after })
+	}
+	rest := l.items[i:]
+	if n <= 0 || len(rest) <= n {
+		return rest, false
+	}
+	return rest[:n], true
+}
+
+// catalogInput is what a build needs besides the servers' statuses.
+type catalogInput struct {
+	settings func(server string) serverSettings
+	naming   naming.Options
+	prefix   string // of namespaced URIs
+	// seq gives each (server, name) its first-seen order, across builds.
+	seq func(kind string, r naming.Ref) uint64
+	// autoNS says whether auto namespacing decided to namespace a
+	// server's URIs of a scheme.
+	autoNS func(server, scheme string) bool
+}
+
+// serverSettings are the per-server options the core applies.
+type serverSettings struct {
+	mode      naming.Mode
+	namespace string // config.NamespaceAuto, Always or Never
+	tools     config.ToolOptions
+}
+
+// buildCatalog merges the servers' lists. Every byte of an upstream object
+// is kept except the name or URI the gateway exposes it under (and a
+// description override from config). A server that is down keeps its last
+// lists, so that its tools stay routable and their calls can say why they
+// fail.
+func buildCatalog(servers []upstream.Status, version uint64, in catalogInput, logger *slog.Logger) *catalog {
+	c := &catalog{
+		version:    version,
+		prefix:     in.prefix,
+		namespaced: map[string]func(string) bool{},
+		bareURIs:   map[string][]string{},
+		origURIs:   map[string][]string{},
+		tmpls:      map[string][]*template{},
+		problems:   map[string][]string{},
+	}
+	c.tools, c.toolNames = c.buildNamed(servers, in, "tools", logger)
+	c.prompts, c.promptNames = c.buildNamed(servers, in, "prompts", logger)
+	c.buildResources(servers, in)
+	return c
+}
+
+// buildNamed merges tools or prompts under the naming rules.
+func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind string, logger *slog.Logger) (*list, *naming.Table) {
+	type src struct {
+		ref naming.Ref
+		raw json.RawMessage
+	}
+	var srcs []src
+	var entries []naming.Entry
+	listed := map[naming.Ref]bool{}
+	for _, st := range servers {
+		set := in.settings(st.Name)
+		objs := st.Tools
+		if kind == "prompts" {
+			objs = st.Prompts
+		}
+		for _, raw := range objs {
+			name, ok := rawjson.String(raw, "name")
+			if !ok || name == "" {
+				c.problems[st.Name] = append(c.problems[st.Name], "a "+strings.TrimSuffix(kind, "s")+" without a name was left out")
+				continue
+			}
+			ref := naming.Ref{Server: st.Name, Name: name}
+			if listed[ref] {
+				c.problems[st.Name] = append(c.problems[st.Name], fmt.Sprintf("%q is listed twice; the second is left out", name))
+				continue
+			}
+			listed[ref] = true
+			e := naming.Entry{Server: st.Name, Name: name, Mode: set.mode}
+			if kind == "tools" {
+				if !set.tools.Visible(name) {
+					continue // hidden by tools.allow / tools.deny
+				}
+				e.Rename = set.tools.Rename[name]
+				if d, ok := set.tools.Describe[name]; ok {
+					desc, _ := json.Marshal(d)
+					if r, err := rawjson.Set(raw, "description", desc); err == nil {
+						raw = r
+					}
+				}
+			}
+			e.Seq = in.seq(kind, ref)
+			entries = append(entries, e)
+			srcs = append(srcs, src{ref: ref, raw: raw})
+		}
+	}
+	table, problems := naming.Build(in.naming, entries)
+	for _, p := range problems {
+		c.problems[p.Ref.Server] = append(c.problems[p.Ref.Server], p.Message)
+	}
+	items := make([]item, 0, len(srcs))
+	for _, s := range srcs {
+		exposed, ok := table.Exposed(s.ref)
+		if !ok {
+			continue // left out (a clash in prefix mode never)
+		}
+		name, _ := json.Marshal(exposed)
+		raw, err := rawjson.Set(s.raw, "name", name)
+		if err != nil {
+			logger.Error("renaming failed", "server", s.ref.Server, "name", s.ref.Name, "err", err)
+			continue
+		}
+		items = append(items, item{key: exposed, server: s.ref.Server, raw: raw})
+	}
+	return newList(kind, items), table
+}
+
+// buildResources merges resources and templates, namespacing the URIs of
+// the servers whose setting says so, and builds the routing indexes.
+func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
+	var resources, templates []item
+	for _, st := range servers {
+		set := in.settings(st.Name)
+		var ns func(string) bool
+		switch set.namespace {
+		case config.NamespaceAlways:
+			ns = func(string) bool { return true }
+		case config.NamespaceNever:
+			ns = func(string) bool { return false }
+		default: // auto: as decided when the server first used the scheme
+			ns = func(uri string) bool { return in.autoNS(st.Name, scheme(uri)) }
+		}
+		c.namespaced[st.Name] = ns
+		for _, raw := range st.Resources {
+			uri, ok := rawjson.String(raw, "uri")
+			if !ok {
+				c.problems[st.Name] = append(c.problems[st.Name], "a resource without a uri was left out")
+				continue
+			}
+			c.origURIs[uri] = appendOnce(c.origURIs[uri], st.Name)
+			exposed := uri
+			if ns(uri) {
+				exposed = namespacedURI(c.prefix, st.Name, uri)
+				v, _ := json.Marshal(exposed)
+				raw, _ = rawjson.Set(raw, "uri", v)
+			} else {
+				c.bareURIs[uri] = appendOnce(c.bareURIs[uri], st.Name)
+			}
+			resources = append(resources, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+		}
+		for _, raw := range st.Templates {
+			t, ok := rawjson.String(raw, "uriTemplate")
+			if !ok {
+				c.problems[st.Name] = append(c.problems[st.Name], "a resource template without a uriTemplate was left out")
+				continue
+			}
+			c.tmpls[st.Name] = append(c.tmpls[st.Name], compileTemplate(t))
+			exposed := t
+			if ns(t) {
+				exposed = namespacedURI(c.prefix, st.Name, t)
+				v, _ := json.Marshal(exposed)
+				raw, _ = rawjson.Set(raw, "uriTemplate", v)
+			}
+			templates = append(templates, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+		}
+	}
+	c.resources = newList("resources", resources)
+	c.templates = newList("resourceTemplates", templates)
+}
+
+func appendOnce(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// exposeURI returns the form of server's URI the client sees.
+func (c *catalog) exposeURI(server, uri string) string {
+	if ns := c.namespaced[server]; ns != nil && ns(uri) {
+		return namespacedURI(c.prefix, server, uri)
+	}
+	return uri
 }

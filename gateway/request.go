@@ -28,6 +28,11 @@ type Request struct {
 	// them on this request's own stream. It must not block for long. Nil
 	// drops them.
 	Notify func(method string, params json.RawMessage)
+	// SessionNotify receives notifications for the client that outlive
+	// this request: notifications/resources/updated after a subscribe. The
+	// legacy edge writes them on the session's GET stream. Nil means the
+	// client cannot receive them, and subscribing is refused.
+	SessionNotify func(method string, params json.RawMessage)
 	// Input asks the client for input on behalf of an upstream
 	// (elicitation/create, sampling/createMessage, roots/list) and returns
 	// the client's result. Nil means the client cannot be asked, and the

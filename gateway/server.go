@@ -1,19 +1,21 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/naming"
 	"github.com/mcpgw/mcpgw/upstream"
 )
@@ -27,8 +29,9 @@ type Upstreams interface {
 	Call(ctx context.Context, server, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
 	// Servers returns a snapshot of every server, sorted by name.
 	Servers() []upstream.Status
-	// Watch calls fn after a server's state or lists changed, until stop.
-	Watch(fn func(server string)) (stop func())
+	// Watch calls fn for every change of a server's state or lists and for
+	// every notification of a server that belongs to no call, until stop.
+	Watch(fn func(upstream.Event)) (stop func())
 }
 
 var _ Upstreams = (*upstream.Manager)(nil)
@@ -43,27 +46,73 @@ type Options struct {
 	// If empty, "mcpgw" and "dev".
 	Name, Version string
 	// CallTimeout bounds a forwarded call. If zero,
-	// config.DefaultCallTimeout.
+	// config.DefaultCallTimeout; a server's Timeout overrides it.
 	CallTimeout time.Duration
-	// ServerTimeouts override CallTimeout per server name.
-	ServerTimeouts map[string]time.Duration
+	// Servers are the configured servers, for their per-server options:
+	// prefix mode, resource namespace, tool options and timeout. A server
+	// the upstreams report that is not here gets the gateway's settings.
+	Servers []config.Server
+	// Naming sets how tool and prompt names are exposed. Zero fields take
+	// the config defaults (prefix mode always, "mcp", "__", 64).
+	Naming config.Naming
+	// Resources sets how resource URIs are exposed. If Namespace is "",
+	// config.NamespaceAuto.
+	Resources config.Resources
+	// PageSize is the number of items per page of a list; zero serves
+	// every list as one full page.
+	PageSize int
+	// ListChangedDebounce is how long the core gathers list changes before
+	// it tells the edges once. If zero, config.DefaultListChangedDebounce.
+	ListChangedDebounce time.Duration
+	// Secret keys the cursors the core issues (at least 32 bytes). If nil,
+	// a random key: cursors then die with the process.
+	Secret []byte
 }
 
 // Server is the gateway core. It is safe for concurrent use. Create it
 // with New and stop it with Close.
 type Server struct {
-	opts   Options
-	logger *slog.Logger
-	info   Info
+	opts     Options
+	logger   *slog.Logger
+	info     Info
+	settings map[string]serverSettings
+	defaults serverSettings
+	naming   naming.Options
+	cursors  *seal.Sealer
 
 	cat       atomic.Pointer[catalog]
-	rebuildMu sync.Mutex // serializes rebuilds so versions only grow
+	rebuildMu sync.Mutex // serializes rebuilds; guards the fields below
+	seqs      map[string]map[naming.Ref]uint64
+	nextSeq   uint64
+	schemes   map[string]map[string]bool // scheme -> servers seen using it
+	// autoNS holds the auto-namespacing decision of each (server, scheme),
+	// made once when the server is first seen using the scheme.
+	autoNS    map[string]map[string]bool
+	reported  map[string]bool // problems already logged
 	stopWatch func()
+
+	// seen remembers, per principal, which server a bare URI in a result
+	// came from, so that a later resources/read of it finds its server.
+	seen *lru.Cache[seenKey, string]
+
+	subs subscriptions
+	// life bounds the core's own background calls (unsubscribing after a
+	// session ended); Close cancels it and waits for them.
+	life     context.Context
+	stopLife context.CancelFunc
 
 	mu       sync.Mutex
 	watchers map[int]func(Change)
 	nextW    int
+	pending  map[string]bool // list kinds changed since the last notice
+	timer    *time.Timer
+	closed   bool
 }
+
+type seenKey struct{ principal, uri string }
+
+// maxSeenURIs bounds the remembered result URIs over all principals.
+const maxSeenURIs = 10000
 
 // Info is what the gateway says about itself: at initialize on the legacy
 // edge, in server/discover on the modern one.
@@ -77,9 +126,9 @@ type Info struct {
 // Change tells an edge that a merged list changed, so that it can send its
 // clients the list_changed notification of its era.
 type Change struct {
-	// List is "tools" (prompts and resources follow with the catalog).
+	// List is "tools", "prompts" or "resources" (resources and templates).
 	List string
-	// Version is the merged catalog's new version.
+	// Version is the merged catalog's version.
 	Version uint64
 }
 
@@ -98,34 +147,115 @@ func New(opts Options) (*Server, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = config.DefaultCallTimeout
 	}
+	if opts.ListChangedDebounce <= 0 {
+		opts.ListChangedDebounce = config.DefaultListChangedDebounce
+	}
+	if opts.Naming.PrefixMode == "" {
+		opts.Naming.PrefixMode = config.PrefixAlways
+	}
+	if opts.Naming.Prefix == "" {
+		opts.Naming.Prefix = config.DefaultPrefix
+	}
+	if opts.Naming.Separator == "" {
+		opts.Naming.Separator = config.DefaultSeparator
+	}
+	if opts.Naming.MaxLength <= 0 {
+		opts.Naming.MaxLength = config.DefaultMaxNameLength
+	}
+	if opts.Resources.Namespace == "" {
+		opts.Resources.Namespace = config.NamespaceAuto
+	}
+	secret := opts.Secret
+	if secret == nil {
+		secret = seal.RandomSecret()
+	}
+	cursors, err := seal.New(secret, "cursor")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	seen, _ := lru.New[seenKey, string](maxSeenURIs)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, logger: logger, watchers: make(map[int]func(Change))}
+	s := &Server{
+		opts:     opts,
+		logger:   logger,
+		cursors:  cursors,
+		seen:     seen,
+		settings: map[string]serverSettings{},
+		defaults: serverSettings{mode: naming.Mode(opts.Naming.PrefixMode), namespace: opts.Resources.Namespace},
+		naming: naming.Options{
+			Prefix:    opts.Naming.Prefix,
+			Separator: opts.Naming.Separator,
+			MaxLength: opts.Naming.MaxLength,
+		},
+		seqs:     map[string]map[naming.Ref]uint64{},
+		schemes:  map[string]map[string]bool{},
+		autoNS:   map[string]map[string]bool{},
+		reported: map[string]bool{},
+		watchers: map[int]func(Change){},
+		pending:  map[string]bool{},
+	}
+	s.subs.init()
+	s.life, s.stopLife = context.WithCancel(context.Background())
+	for _, sc := range opts.Servers {
+		s.settings[sc.Name] = serverSettings{
+			mode:      naming.Mode(sc.PrefixMode(opts.Naming)),
+			namespace: sc.Namespace(opts.Resources),
+			tools:     sc.Tools,
+		}
+	}
 	serverInfo, _ := json.Marshal(map[string]string{"name": opts.Name, "version": opts.Version})
 	s.info = Info{
 		ServerInfo: serverInfo,
 		// The legacy era fixes capabilities at initialize, so the gateway
-		// offers what it serves for any configured server, started or not:
-		// tools, whose list changes as servers come and go.
-		Capabilities: json.RawMessage(`{"tools":{"listChanged":true}}`),
+		// offers what it serves for any configured server, started or not
+		// (DESIGN decision 11): the merged lists, which change as servers
+		// come and go, resource subscriptions and completions, which it
+		// routes to the server that owns them.
+		Capabilities: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{}}`),
 	}
-	s.cat.Store(buildCatalog(opts.Upstreams.Servers(), 1, logger))
-	s.stopWatch = opts.Upstreams.Watch(func(string) { s.rebuild() })
+	s.rebuildMu.Lock()
+	s.cat.Store(s.buildLocked(1))
+	s.rebuildMu.Unlock()
+	s.stopWatch = opts.Upstreams.Watch(s.onEvent)
 	return s, nil
 }
 
-// Close stops following upstream changes.
+// Close stops following upstream changes, drops pending notices, and
+// cancels and waits for the core's background calls.
 func (s *Server) Close() {
 	s.stopWatch()
+	s.mu.Lock()
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+	s.stopLife()
+	s.subs.bg.Wait()
 }
 
 // Info returns what the gateway says about itself.
 func (s *Server) Info() Info { return s.info }
 
-// Watch calls fn after a merged list changed, until stop is called. fn runs
-// on the goroutine that noticed the change and must not block for long.
+// Servers returns a snapshot of every upstream server's status, sorted by
+// name, for the admin API, with the problems the catalog noticed (names
+// that clashed, tools left out) added to each.
+func (s *Server) Servers() []upstream.Status {
+	cat := s.cat.Load()
+	out := s.opts.Upstreams.Servers()
+	for i := range out {
+		if ps := cat.problems[out[i].Name]; len(ps) > 0 {
+			out[i].Problems = append(append([]string(nil), out[i].Problems...), ps...)
+		}
+	}
+	return out
+}
+
+// Watch calls fn after a merged list changed, at most once per list every
+// ListChangedDebounce, until stop is called. fn must not block for long.
 func (s *Server) Watch(fn func(Change)) (stop func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,29 +269,163 @@ func (s *Server) Watch(fn func(Change)) (stop func()) {
 	}
 }
 
-// rebuild merges the upstreams' lists again and, when the exposed tools
-// changed, publishes a new catalog and tells the watchers.
+// settingsOf returns the options of a server.
+func (s *Server) settingsOf(server string) serverSettings {
+	if set, ok := s.settings[server]; ok {
+		return set
+	}
+	return s.defaults
+}
+
+// onEvent handles an upstream event: a changed server rebuilds the
+// catalog; a notification is relayed to whom it concerns.
+func (s *Server) onEvent(ev upstream.Event) {
+	if ev.Notification != nil {
+		s.onNotification(ev.Server, ev.Notification)
+		return
+	}
+	s.rebuild()
+}
+
+// rebuild merges the upstreams' lists again and, for each list whose
+// merged view really changed, schedules one notice to the watchers.
 func (s *Server) rebuild() {
 	s.rebuildMu.Lock()
 	old := s.cat.Load()
-	next := buildCatalog(s.opts.Upstreams.Servers(), old.version+1, s.logger)
-	if bytes.Equal(next.listBody, old.listBody) {
-		// Same exposed tools; keep routing data fresh anyway (it is
-		// identical) and tell nobody.
-		s.rebuildMu.Unlock()
-		return
+	next := s.buildLocked(old.version + 1)
+	var changed []string
+	if !jsonEqualBytes(next.tools.full, old.tools.full) {
+		changed = append(changed, "tools")
+	}
+	if !jsonEqualBytes(next.prompts.full, old.prompts.full) {
+		changed = append(changed, "prompts")
+	}
+	if !jsonEqualBytes(next.resources.full, old.resources.full) || !jsonEqualBytes(next.templates.full, old.templates.full) {
+		changed = append(changed, "resources")
+	}
+	if len(changed) == 0 {
+		next.version = old.version
 	}
 	s.cat.Store(next)
 	s.rebuildMu.Unlock()
+	if len(changed) > 0 {
+		s.schedule(changed)
+	}
+}
 
+func jsonEqualBytes(a, b []byte) bool { return string(a) == string(b) }
+
+// buildLocked builds a catalog from the upstreams' current lists
+// (rebuildMu held).
+func (s *Server) buildLocked(version uint64) *catalog {
+	servers := s.opts.Upstreams.Servers()
+	// Auto namespacing: a (server, scheme) seen for the first time is
+	// namespaced when another server was already seen using the scheme;
+	// servers first seen in the same build are taken in name order.
+	for _, st := range servers {
+		for _, objs := range [][]json.RawMessage{st.Resources, st.Templates} {
+			for _, raw := range objs {
+				u, ok := stringMember(raw, "uri", "uriTemplate")
+				if !ok {
+					continue
+				}
+				sch := scheme(u)
+				if s.autoNS[st.Name] == nil {
+					s.autoNS[st.Name] = map[string]bool{}
+				}
+				if _, decided := s.autoNS[st.Name][sch]; !decided {
+					others := len(s.schemes[sch])
+					if s.schemes[sch][st.Name] {
+						others--
+					}
+					s.autoNS[st.Name][sch] = others > 0
+				}
+				if s.schemes[sch] == nil {
+					s.schemes[sch] = map[string]bool{}
+				}
+				s.schemes[sch][st.Name] = true
+			}
+		}
+	}
+	autoNS := make(map[string]map[string]bool, len(s.autoNS))
+	for server, m := range s.autoNS {
+		autoNS[server] = maps.Clone(m)
+	}
+	cat := buildCatalog(servers, version, catalogInput{
+		settings: s.settingsOf,
+		naming:   s.naming,
+		prefix:   s.opts.Naming.Prefix,
+		seq:      s.seqLocked,
+		autoNS:   func(server, sch string) bool { return autoNS[server][sch] },
+	}, s.logger)
+	for server, ps := range cat.problems {
+		for _, p := range ps {
+			if key := server + "\x00" + p; !s.reported[key] {
+				s.reported[key] = true
+				s.logger.Warn("catalog problem", "server", server, "problem", p)
+			}
+		}
+	}
+	return cat
+}
+
+// seqLocked returns the first-seen order of (kind, ref) (rebuildMu held).
+func (s *Server) seqLocked(kind string, r naming.Ref) uint64 {
+	m := s.seqs[kind]
+	if m == nil {
+		m = map[naming.Ref]uint64{}
+		s.seqs[kind] = m
+	}
+	if n, ok := m[r]; ok {
+		return n
+	}
+	s.nextSeq++
+	m[r] = s.nextSeq
+	return s.nextSeq
+}
+
+// schedule records changed lists and arms the debounce timer: clients get
+// one notice per list per ListChangedDebounce, however many upstream
+// changes (a crash loop, a burst of list_changed) came in.
+func (s *Server) schedule(lists []string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, l := range lists {
+		s.pending[l] = true
+	}
+	if s.timer == nil {
+		s.timer = time.AfterFunc(s.opts.ListChangedDebounce, s.flush)
+	}
+}
+
+// flush tells the watchers about the lists that changed.
+func (s *Server) flush() {
+	s.mu.Lock()
+	s.timer = nil
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	var lists []string
+	for _, l := range []string{"tools", "prompts", "resources"} {
+		if s.pending[l] {
+			lists = append(lists, l)
+		}
+	}
+	clear(s.pending)
 	fns := make([]func(Change), 0, len(s.watchers))
 	for _, fn := range s.watchers {
 		fns = append(fns, fn)
 	}
 	s.mu.Unlock()
-	for _, fn := range fns {
-		fn(Change{List: "tools", Version: next.version})
+	version := s.cat.Load().version
+	for _, l := range lists {
+		for _, fn := range fns {
+			fn(Change{List: l, Version: version})
+		}
 	}
 }
 
@@ -173,63 +437,51 @@ func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
 	case "ping":
 		return complete(json.RawMessage(`{}`)), nil
 	case "tools/list":
-		return s.toolsList(req)
+		return s.serveList(req, "tools/list", s.cat.Load().tools)
+	case "prompts/list":
+		return s.serveList(req, "prompts/list", s.cat.Load().prompts)
+	case "resources/list":
+		return s.serveList(req, "resources/list", s.cat.Load().resources)
+	case "resources/templates/list":
+		return s.serveList(req, "resources/templates/list", s.cat.Load().templates)
 	case "tools/call":
 		return s.toolsCall(ctx, req)
+	case "prompts/get":
+		return s.promptsGet(ctx, req)
+	case "resources/read":
+		return s.resourcesRead(ctx, req)
+	case "resources/subscribe":
+		return s.subscribe(ctx, req)
+	case "resources/unsubscribe":
+		return s.unsubscribe(ctx, req)
+	case "completion/complete":
+		return s.complete(ctx, req)
 	default:
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not offered by this gateway", req.Method)
 	}
 }
 
-// toolsList serves the merged tools as one full page. The gateway issues no
-// cursors yet, so any cursor is one it never gave out.
-func (s *Server) toolsList(req *Request) (*Result, error) {
-	if c, ok := rawjson.String(req.Params, "cursor"); ok && c != "" {
-		return nil, invalidParams("invalid cursor: this gateway returns the whole list in one page and issued no cursor; call tools/list without one")
+// timeout returns the call timeout of a server.
+func (s *Server) timeout(server string) time.Duration {
+	for _, sc := range s.opts.Servers {
+		if sc.Name == server && sc.Timeout > 0 {
+			return time.Duration(sc.Timeout)
+		}
 	}
-	return complete(s.cat.Load().listBody), nil
+	return s.opts.CallTimeout
 }
 
-// toolsCall routes a call by the reverse name table to its server, under
-// the server's own name for the tool.
-func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
-	if len(req.Params) == 0 {
-		return nil, invalidParams("tools/call needs params with a tool name")
-	}
-	name, ok := rawjson.String(req.Params, "name")
-	if !ok || name == "" {
-		return nil, invalidParams("tools/call needs params.name, the tool's name as tools/list gives it")
-	}
-	ref, ok := s.cat.Load().names.Lookup(name)
-	if !ok {
-		return nil, invalidParams("unknown tool %q: it is not in this gateway's tools/list", name)
-	}
-	origName, _ := json.Marshal(ref.Name)
-	params, err := rawjson.Set(req.Params, "name", origName)
-	if err != nil {
-		return nil, invalidParams("tools/call params must be a JSON object")
-	}
-	body, err := s.forward(ctx, req, ref, "tools/call", params)
-	if err != nil {
-		return nil, err
-	}
-	return complete(body), nil
-}
-
-// forward sends a request to ref's server under the call timeout and maps
+// forward sends a request to server under the call timeout and maps
 // failures to the gateway's errors.
-func (s *Server) forward(ctx context.Context, req *Request, ref naming.Ref, method string, params json.RawMessage) (json.RawMessage, error) {
-	timeout := s.opts.CallTimeout
-	if d, ok := s.opts.ServerTimeouts[ref.Server]; ok && d > 0 {
-		timeout = d
-	}
+func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage) (json.RawMessage, error) {
+	timeout := s.timeout(server)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var hooks *upstream.CallHooks
 	if req.Notify != nil {
 		hooks = &upstream.CallHooks{Notify: func(m *jsonrpc.Message) { req.Notify(m.Method, m.Params) }}
 	}
-	body, err := s.opts.Upstreams.Call(cctx, ref.Server, method, params, hooks)
+	body, err := s.opts.Upstreams.Call(cctx, server, method, params, hooks)
 	if err == nil {
 		return body, nil
 	}
@@ -239,20 +491,14 @@ func (s *Server) forward(ctx context.Context, req *Request, ref naming.Ref, meth
 	case errors.As(err, &jerr):
 		return nil, jerr // the server's own error, relayed as it is
 	case errors.As(err, &unavail):
-		return nil, unavailable(ref.Server, string(unavail.State), unavail.Err)
+		return nil, unavailable(server, string(unavail.State), unavail.Err)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
-		s.logger.Warn("upstream call timed out", "server", ref.Server, "method", method, "tool", ref.Name, "timeout", timeout)
-		return nil, timedOut(ref.Server, method, timeout)
+		s.logger.Warn("upstream call timed out", "server", server, "method", method, "timeout", timeout)
+		return nil, timedOut(server, method, timeout)
 	default:
-		s.logger.Warn("upstream call failed", "server", ref.Server, "method", method, "tool", ref.Name, "err", err)
-		return nil, unavailable(ref.Server, string(upstream.StateRunning), fmt.Sprintf("the call failed: %v", err))
+		s.logger.Warn("upstream call failed", "server", server, "method", method, "err", err)
+		return nil, unavailable(server, string(upstream.StateRunning), fmt.Sprintf("the call failed: %v", err))
 	}
-}
-
-// Servers returns a snapshot of every upstream server's status, sorted by
-// name, for the admin API.
-func (s *Server) Servers() []upstream.Status {
-	return s.opts.Upstreams.Servers()
 }

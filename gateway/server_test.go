@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/upstream"
 	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
@@ -97,7 +98,7 @@ func TestToolsCall(t *testing.T) {
 			return nil, ctx.Err()
 		}},
 	)
-	s := newCore(t, m, Options{ServerTimeouts: map[string]time.Duration{"slow": 20 * time.Millisecond}})
+	s := newCore(t, m, Options{Servers: []config.Server{{Name: "slow", Timeout: config.Duration(20 * time.Millisecond)}}})
 
 	var notes []string
 	res, err := s.Handle(context.Background(), &Request{
@@ -172,26 +173,25 @@ func TestUnknownMethodAndPing(t *testing.T) {
 
 func TestWatchOnChange(t *testing.T) {
 	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s"})
-	s := newCore(t, m, Options{})
-	var changes []Change
-	stop := s.Watch(func(c Change) { changes = append(changes, c) })
+	s := newCore(t, m, Options{ListChangedDebounce: time.Millisecond})
+	changes := make(chan Change, 10)
+	stop := s.Watch(func(c Change) { changes <- c })
 	defer stop()
 
 	m.Set(&upstreamtest.Server{Name: "s"}) // nothing exposed changed
-	if len(changes) != 0 {
-		t.Fatalf("changes after a no-op = %v", changes)
-	}
 	m.Set(&upstreamtest.Server{Name: "s", Tools: raws(`{"name":"t","inputSchema":{"type":"object"}}`)})
-	if len(changes) != 1 || changes[0].List != "tools" || changes[0].Version != 2 {
-		t.Fatalf("changes = %+v, want one tools change at version 2", changes)
+	if c := <-changes; c.List != "tools" || c.Version != 2 {
+		t.Fatalf("change = %+v, want tools at version 2", c)
 	}
 	res, _ := s.Handle(context.Background(), &Request{Method: "tools/list"})
 	if !strings.Contains(string(res.Body), "mcp__s__t") {
 		t.Errorf("tools/list after change = %s", res.Body)
 	}
-	// A server going down keeps its tools: nothing exposed changes.
+	// A server going down keeps its tools: nothing exposed changes. A
+	// later real change is the next notice.
 	m.Set(&upstreamtest.Server{Name: "s", State: upstream.StateExited, Tools: raws(`{"name":"t","inputSchema":{"type":"object"}}`)})
-	if len(changes) != 1 {
-		t.Errorf("a server going down changed the list: %+v", changes)
+	m.Set(&upstreamtest.Server{Name: "s", Prompts: raws(`{"name":"p"}`), Tools: raws(`{"name":"t","inputSchema":{"type":"object"}}`)})
+	if c := <-changes; c.List != "prompts" {
+		t.Errorf("next change = %+v, want prompts (the server going down changed nothing)", c)
 	}
 }

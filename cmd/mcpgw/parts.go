@@ -44,18 +44,17 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		MaxMessageBytes: int64(cfg.MaxResponseBody),
 	})
 
-	timeouts := make(map[string]time.Duration)
-	for _, s := range cfg.Servers {
-		if s.Timeout > 0 {
-			timeouts[s.Name] = time.Duration(s.Timeout)
-		}
-	}
 	core, err := gateway.New(gateway.Options{
-		Upstreams:      mgr,
-		Logger:         logger,
-		Version:        buildVersion(),
-		CallTimeout:    time.Duration(cfg.CallTimeout),
-		ServerTimeouts: timeouts,
+		Upstreams:           mgr,
+		Logger:              logger,
+		Version:             buildVersion(),
+		CallTimeout:         time.Duration(cfg.CallTimeout),
+		Servers:             cfg.Servers,
+		Naming:              cfg.Naming,
+		Resources:           cfg.Resources,
+		PageSize:            cfg.PageSize,
+		ListChangedDebounce: time.Duration(cfg.ListChangedDebounce),
+		Secret:              secret,
 	})
 	if err != nil {
 		return nil, err

@@ -67,8 +67,9 @@
 // A fresh GET (no Last-Event-ID) attaches to stream 0, first writing the
 // events no connection delivered yet (at least once: one written just as
 // the older connection went may come again), then a priming event on
-// 2025-11-25 sessions, then each notifications/tools/list_changed as it
-// happens.
+// 2025-11-25 sessions, then each notifications/{tools,prompts,resources}/
+// list_changed as it happens and each notifications/resources/updated of a
+// resource the session subscribed to.
 // Sessions that never opened a GET stream do not get list_changed.
 //
 // Buffers are bounded: a stream keeps at most MaxStreamEvents events and

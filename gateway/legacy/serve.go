@@ -272,6 +272,16 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) [
 		Principal: s.principal,
 		Session:   s.key,
 		Client:    gateway.Client{ProtocolVersion: s.version, Capabilities: s.caps, Info: s.info},
+		// What outlives the request (resources/updated after a subscribe)
+		// goes on the session's standalone GET stream, like list_changed.
+		SessionNotify: func(method string, params json.RawMessage) {
+			msg := notificationMessage(method, params)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if st := s.standalone; st != nil && !s.ended {
+				h.appendLocked(st, msg)
+			}
+		},
 	}
 	if st != nil {
 		req.Notify = func(method string, params json.RawMessage) {

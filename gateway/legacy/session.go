@@ -199,6 +199,8 @@ func (h *Handler) remove(s *session, cause error) {
 		h.logger.Debug("session ended", "session_id", s.key, "principal", s.principal, "reason", cause.Error())
 	}
 	h.mu.Unlock()
+	// The core forgets what the session held (its subscriptions).
+	h.core.EndSession(s.key)
 }
 
 // snapshot returns the live sessions.
@@ -263,7 +265,7 @@ func (h *Handler) sweep(now time.Time) {
 	}
 }
 
-// listChanged sends notifications/tools/list_changed on the standalone
+// listChanged sends notifications/<list>/list_changed on the standalone
 // stream of every session that has one. It runs on the core's goroutine
 // and only appends to buffers.
 func (h *Handler) listChanged(ch gateway.Change) {

@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// toolsCall routes a call by the reverse name table to its server, under
+// the server's own name for the tool, and exposes the URIs of its result.
+func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
+	name, err := paramName(req, "tools/call", "the tool's name as tools/list gives it")
+	if err != nil {
+		return nil, err
+	}
+	cat := s.cat.Load()
+	ref, ok := cat.toolNames.Lookup(name)
+	if !ok {
+		return nil, invalidParams("unknown tool %q: it is not in this gateway's tools/list", name)
+	}
+	params, err := setString(req.Params, "name", ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.forward(ctx, req, ref.Server, "tools/call", params)
+	if err != nil {
+		return nil, err
+	}
+	return complete(s.exposeResult(cat, req.Principal, ref.Server, body, "content", false)), nil
+}
+
+// promptsGet routes prompts/get like a tool call.
+func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) {
+	name, err := paramName(req, "prompts/get", "the prompt's name as prompts/list gives it")
+	if err != nil {
+		return nil, err
+	}
+	cat := s.cat.Load()
+	ref, ok := cat.promptNames.Lookup(name)
+	if !ok {
+		return nil, invalidParams("unknown prompt %q: it is not in this gateway's prompts/list", name)
+	}
+	params, err := setString(req.Params, "name", ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.forward(ctx, req, ref.Server, "prompts/get", params)
+	if err != nil {
+		return nil, err
+	}
+	return complete(s.exposeResult(cat, req.Principal, ref.Server, body, "messages", true)), nil
+}
+
+// complete routes completion/complete by its ref: a prompt by its exposed
+// name, a resource (template) by its URI.
+func (s *Server) complete(ctx context.Context, req *Request) (*Result, error) {
+	ref, ok, _ := rawjson.Get(req.Params, "ref")
+	if !ok {
+		return nil, invalidParams("completion/complete needs params.ref, a ref/prompt or ref/resource")
+	}
+	typ, _ := rawjson.String(ref, "type")
+	cat := s.cat.Load()
+	var server string
+	var newRef json.RawMessage
+	var err error
+	switch typ {
+	case "ref/prompt":
+		name, _ := rawjson.String(ref, "name")
+		r, ok := cat.promptNames.Lookup(name)
+		if !ok {
+			return nil, invalidParams("unknown prompt %q in completion ref: it is not in this gateway's prompts/list", name)
+		}
+		server = r.Server
+		newRef, err = setString(ref, "name", r.Name)
+	case "ref/resource":
+		uri, _ := rawjson.String(ref, "uri")
+		var orig string
+		server, orig, err = s.routeTemplate(cat, uri)
+		if err == nil {
+			newRef, err = setString(ref, "uri", orig)
+		}
+	default:
+		return nil, invalidParams("completion ref type %q is not ref/prompt or ref/resource", typ)
+	}
+	if err != nil {
+		return nil, err
+	}
+	params, err := rawjson.Set(req.Params, "ref", newRef)
+	if err != nil {
+		return nil, invalidParams("completion/complete params must be a JSON object")
+	}
+	body, err := s.forward(ctx, req, server, "completion/complete", params)
+	if err != nil {
+		return nil, err
+	}
+	return complete(body), nil
+}
+
+// paramName returns params.name of a request that needs one.
+func paramName(req *Request, method, what string) (string, error) {
+	if len(req.Params) == 0 {
+		return "", invalidParams("%s needs params with a name", method)
+	}
+	name, ok := rawjson.String(req.Params, "name")
+	if !ok || name == "" {
+		return "", invalidParams("%s needs params.name, %s", method, what)
+	}
+	return name, nil
+}
+
+// setString sets a string member of a params object.
+func setString(obj json.RawMessage, key, value string) (json.RawMessage, error) {
+	v, _ := json.Marshal(value)
+	out, err := rawjson.Set(obj, key, v)
+	if err != nil {
+		return nil, invalidParams("params must be a JSON object")
+	}
+	return out, nil
+}
+
+// stringMember returns the first of keys that obj has as a string.
+func stringMember(obj json.RawMessage, keys ...string) (string, bool) {
+	for _, k := range keys {
+		if v, ok := rawjson.String(obj, k); ok {
+			return v, true
+		}
+	}
+	return "", false
+}

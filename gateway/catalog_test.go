@@ -1,0 +1,469 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/upstream"
+	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
+)
+
+// echoServer is a fake server whose calls answer with the server's name,
+// the method and the params it received.
+func echoServer(name string) func(context.Context, string, json.RawMessage, *upstream.CallHooks) (json.RawMessage, error) {
+	return func(_ context.Context, method string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+		b, _ := json.Marshal(map[string]any{"server": name, "method": method, "params": params})
+		return json.RawMessage(fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, b)), nil
+	}
+}
+
+// listNames returns the exposed names of a tools/list or prompts/list.
+func listNames(t *testing.T, s *Server, method string) []string {
+	t.Helper()
+	res, err := s.Handle(context.Background(), &Request{Method: method, Principal: Anonymous})
+	if err != nil {
+		t.Fatal(err)
+	}
+	field := strings.TrimSuffix(method, "/list")
+	var body map[string][]map[string]any
+	json.Unmarshal(res.Body, &body)
+	var names []string
+	for _, it := range body[field] {
+		names = append(names, it["name"].(string))
+	}
+	return names
+}
+
+// callEcho calls a tool and returns which server got it under which name.
+func callEcho(t *testing.T, s *Server, exposed string) (server, name string) {
+	t.Helper()
+	res, err := s.Handle(context.Background(), &Request{Method: "tools/call", Principal: Anonymous,
+		Params: json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":{}}`, exposed))})
+	if err != nil {
+		t.Fatalf("calling %q: %v", exposed, err)
+	}
+	var r struct {
+		Content []struct{ Text string }
+	}
+	json.Unmarshal(res.Body, &r)
+	var got struct {
+		Server string
+		Params struct{ Name string }
+	}
+	json.Unmarshal([]byte(r.Content[0].Text), &got)
+	return got.Server, got.Params.Name
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func TestCatalog_PrefixModes(t *testing.T) {
+	long := strings.Repeat("very_long_tool_name_", 5) // 100 characters
+	servers := func() *upstreamtest.Manager {
+		return upstreamtest.NewManager(
+			&upstreamtest.Server{Name: "alpha", Handle: echoServer("alpha"), Tools: raws(`{"name":"search","inputSchema":{"type":"object"}}`, `{"name":"files.read","inputSchema":{"type":"object"}}`, `{"name":"`+long+`","inputSchema":{"type":"object"}}`)},
+			&upstreamtest.Server{Name: "beta", Handle: echoServer("beta"), Tools: raws(`{"name":"search","inputSchema":{"type":"object"}}`, `{"name":"only_beta","inputSchema":{"type":"object"}}`)},
+		)
+	}
+	tests := []struct {
+		mode    string
+		want    map[string][2]string // exposed -> server, original (for the names that are predictable)
+		missing []string
+	}{
+		{config.PrefixAlways, map[string][2]string{
+			"mcp__alpha__search":     {"alpha", "search"},
+			"mcp__beta__search":      {"beta", "search"},
+			"mcp__alpha__files_read": {"alpha", "files.read"},
+			"mcp__beta__only_beta":   {"beta", "only_beta"},
+		}, nil},
+		{config.PrefixOnCollision, map[string][2]string{
+			"mcp__alpha__search": {"alpha", "search"},
+			"mcp__beta__search":  {"beta", "search"},
+			"files_read":         {"alpha", "files.read"},
+			"only_beta":          {"beta", "only_beta"},
+		}, []string{"search"}},
+		{config.PrefixNever, map[string][2]string{
+			"search":     {"alpha", "search"}, // alpha's was seen first (sorted by name at the first build)
+			"files_read": {"alpha", "files.read"},
+			"only_beta":  {"beta", "only_beta"},
+		}, []string{"mcp__beta__search"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			s := newCore(t, servers(), Options{Naming: config.Naming{PrefixMode: tt.mode}})
+			names := listNames(t, s, "tools/list")
+			seen := map[string]bool{}
+			for _, n := range names {
+				if !validName.MatchString(n) || seen[n] {
+					t.Errorf("exposed name %q is invalid or repeated", n)
+				}
+				seen[n] = true
+				server, orig := callEcho(t, s, n) // every listed tool is callable
+				if w, ok := tt.want[n]; ok && (w[0] != server || w[1] != orig) {
+					t.Errorf("%q reached %s/%s, want %s/%s", n, server, orig, w[0], w[1])
+				}
+			}
+			for n := range tt.want {
+				if !seen[n] {
+					t.Errorf("%q missing from %v", n, names)
+				}
+			}
+			for _, n := range tt.missing {
+				if seen[n] {
+					t.Errorf("%q listed, want it absent", n)
+				}
+			}
+			if tt.mode == config.PrefixNever {
+				var beta upstream.Status
+				for _, st := range s.Servers() {
+					if st.Name == "beta" {
+						beta = st
+					}
+				}
+				if len(beta.Problems) == 0 || !strings.Contains(strings.Join(beta.Problems, " "), "search") {
+					t.Errorf("beta's status does not report the left-out tool: %v", beta.Problems)
+				}
+			}
+		})
+	}
+}
+
+func TestCatalog_ToolOptions(t *testing.T) {
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s", Handle: echoServer("s"), Tools: raws(
+		`{"name":"read_file","description":"old","inputSchema":{"type":"object"}}`,
+		`{"name":"read_dir","inputSchema":{"type":"object"}}`,
+		`{"name":"delete_file","inputSchema":{"type":"object"}}`,
+		`{"name":"write_file","inputSchema":{"type":"object"}}`,
+	)})
+	s := newCore(t, m, Options{Servers: []config.Server{{Name: "s", Tools: config.ToolOptions{
+		Allow:    []string{"read_*", "delete_*"},
+		Deny:     []string{"*dir"},
+		Rename:   map[string]string{"read_file": "cat"},
+		Describe: map[string]string{"read_file": "Prints a file."},
+	}}}})
+	if diff := cmp.Diff([]string{"cat", "mcp__s__delete_file"}, listNames(t, s, "tools/list")); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	res, _ := s.Handle(context.Background(), &Request{Method: "tools/list"})
+	if !strings.Contains(string(res.Body), `{"name":"cat","description":"Prints a file.","inputSchema":{"type":"object"}}`) {
+		t.Errorf("rename/describe not applied: %s", res.Body)
+	}
+	if server, orig := callEcho(t, s, "cat"); server != "s" || orig != "read_file" {
+		t.Errorf("cat reached %s/%s", server, orig)
+	}
+	for _, hidden := range []string{"mcp__s__read_dir", "mcp__s__write_file", "mcp__s__read_file"} {
+		_, err := s.Handle(context.Background(), &Request{Method: "tools/call", Params: json.RawMessage(`{"name":"` + hidden + `"}`)})
+		assertCode(t, err, jsonrpc.CodeInvalidParams, "unknown tool")
+	}
+}
+
+func TestCatalog_Pagination(t *testing.T) {
+	var tools []string
+	for i := range 7 {
+		tools = append(tools, fmt.Sprintf(`{"name":"t%d","inputSchema":{"type":"object"}}`, i))
+	}
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s", Tools: raws(tools...)})
+	s := newCore(t, m, Options{PageSize: 3, Secret: []byte(strings.Repeat("k", 32))})
+	var all []string
+	cursor := ""
+	pages := 0
+	for {
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		res, err := s.Handle(context.Background(), &Request{Method: "tools/list", Principal: Anonymous, Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		var page struct {
+			Tools      []struct{ Name string }
+			NextCursor string
+		}
+		json.Unmarshal(res.Body, &page)
+		for _, tl := range page.Tools {
+			all = append(all, tl.Name)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		if strings.Contains(page.NextCursor, "t") && strings.Contains(page.NextCursor, "mcp__") {
+			t.Errorf("cursor %q is not opaque", page.NextCursor)
+		}
+		if pages == 1 {
+			// The same cursor is refused for another list and another principal.
+			_, err := s.Handle(context.Background(), &Request{Method: "prompts/list", Principal: Anonymous, Params: json.RawMessage(`{"cursor":"` + page.NextCursor + `"}`)})
+			assertCode(t, err, jsonrpc.CodeInvalidParams, "it belongs to tools/list")
+			_, err = s.Handle(context.Background(), &Request{Method: "tools/list", Principal: "someone-else", Params: json.RawMessage(`{"cursor":"` + page.NextCursor + `"}`)})
+			assertCode(t, err, jsonrpc.CodeInvalidParams, "not issued to you")
+		}
+		cursor = page.NextCursor
+	}
+	if pages != 3 || len(all) != 7 {
+		t.Errorf("got %d pages with %v", pages, all)
+	}
+	for _, bad := range []string{`"forged"`, `42`} {
+		_, err := s.Handle(context.Background(), &Request{Method: "tools/list", Principal: Anonymous, Params: json.RawMessage(`{"cursor":` + bad + `}`)})
+		assertCode(t, err, jsonrpc.CodeInvalidParams, "call tools/list without a cursor")
+	}
+}
+
+func TestCatalog_PromptsAndCompletion(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{}
+	record := func(name string) func(context.Context, string, json.RawMessage, *upstream.CallHooks) (json.RawMessage, error) {
+		return func(_ context.Context, method string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			mu.Lock()
+			got[name+" "+method] = string(params)
+			mu.Unlock()
+			if method == "prompts/get" {
+				return json.RawMessage(`{"messages":[{"role":"user","content":{"type":"resource","resource":{"uri":"file:///x","text":"hi"}}},{"role":"user","content":{"type":"text","text":"t"}}]}`), nil
+			}
+			return json.RawMessage(`{"completion":{"values":["a"]}}`), nil
+		}
+	}
+	m := upstreamtest.NewManager(
+		&upstreamtest.Server{Name: "a", Handle: record("a"), Prompts: raws(`{"name":"greet","arguments":[{"name":"who"}]}`),
+			Resources: raws(`{"uri":"file:///x","name":"x"}`), Templates: raws(`{"uriTemplate":"file:///{path}","name":"files"}`)},
+		&upstreamtest.Server{Name: "b", Handle: record("b"), Prompts: raws(`{"name":"greet"}`),
+			Resources: raws(`{"uri":"file:///y","name":"y"}`), Templates: raws(`{"uriTemplate":"db://{table}","name":"tables"}`)},
+	)
+	s := newCore(t, m, Options{})
+	if diff := cmp.Diff([]string{"mcp__a__greet", "mcp__b__greet"}, listNames(t, s, "prompts/list")); diff != "" {
+		t.Errorf("prompts (-want +got):\n%s", diff)
+	}
+	res, err := s.Handle(context.Background(), &Request{Method: "prompts/get", Params: json.RawMessage(`{"name":"mcp__b__greet","arguments":{"who":"x"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["b prompts/get"] != `{"name":"greet","arguments":{"who":"x"}}` {
+		t.Errorf("b got %s", got["b prompts/get"])
+	}
+	// file: is used by both servers, so auto namespaces it, in results too.
+	if !strings.Contains(string(res.Body), `"uri":"mcp+b+file:///x"`) {
+		t.Errorf("prompts/get result URIs not exposed: %s", res.Body)
+	}
+
+	tests := []struct {
+		ref, server, want string
+	}{
+		{`{"type":"ref/prompt","name":"mcp__a__greet"}`, "a", `{"type":"ref/prompt","name":"greet"}`},
+		{`{"type":"ref/resource","uri":"mcp+a+file:///{path}"}`, "a", `{"type":"ref/resource","uri":"file:///{path}"}`},
+		{`{"type":"ref/resource","uri":"db://{table}"}`, "b", `{"type":"ref/resource","uri":"db://{table}"}`},
+	}
+	for _, tt := range tests {
+		_, err := s.Handle(context.Background(), &Request{Method: "completion/complete", Params: json.RawMessage(`{"ref":` + tt.ref + `,"argument":{"name":"x","value":"y"}}`)})
+		if err != nil {
+			t.Fatalf("completion with %s: %v", tt.ref, err)
+		}
+		want := `{"ref":` + tt.want + `,"argument":{"name":"x","value":"y"}}`
+		if got[tt.server+" completion/complete"] != want {
+			t.Errorf("%s got %s, want %s", tt.server, got[tt.server+" completion/complete"], want)
+		}
+	}
+	_, err = s.Handle(context.Background(), &Request{Method: "completion/complete", Params: json.RawMessage(`{"ref":{"type":"ref/prompt","name":"nope"},"argument":{}}`)})
+	assertCode(t, err, jsonrpc.CodeInvalidParams, `unknown prompt "nope"`)
+}
+
+func TestCatalog_ResourceRouting(t *testing.T) {
+	read := func(name string) func(context.Context, string, json.RawMessage, *upstream.CallHooks) (json.RawMessage, error) {
+		return func(_ context.Context, method string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			uri, _ := rawjson.String(params, "uri")
+			switch method {
+			case "resources/read":
+				return json.RawMessage(fmt.Sprintf(`{"contents":[{"uri":%q,"text":%q}]}`, uri, name)), nil
+			case "tools/call":
+				return json.RawMessage(`{"content":[{"type":"resource_link","uri":"note://hidden/1","name":"n"}]}`), nil
+			}
+			return json.RawMessage(`{}`), nil
+		}
+	}
+	servers := func() *upstreamtest.Manager {
+		return upstreamtest.NewManager(
+			&upstreamtest.Server{Name: "a", Handle: read("a"), Tools: raws(`{"name":"t","inputSchema":{"type":"object"}}`),
+				Resources: raws(`{"uri":"demo://same","name":"same"}`, `{"uri":"a-only://r","name":"r"}`),
+				Templates: raws(`{"uriTemplate":"tmpl://a/{id}","name":"t"}`)},
+			&upstreamtest.Server{Name: "b", Handle: read("b"),
+				Resources: raws(`{"uri":"demo://same","name":"same"}`)},
+		)
+	}
+	tests := []struct {
+		name      string
+		namespace string
+		uri       string
+		server    string // "" when an error is wanted
+		errSubstr string
+		exposed   string // the URI of the contents the client gets
+	}{
+		{"auto: the later server with a shared scheme is namespaced", config.NamespaceAuto, "mcp+b+demo://same", "b", "", "mcp+b+demo://same"},
+		{"auto: the first server with a scheme keeps it bare", config.NamespaceAuto, "demo://same", "a", "", "demo://same"},
+		{"auto: the namespaced form of a bare server routes too", config.NamespaceAuto, "mcp+a+demo://same", "a", "", "demo://same"},
+		{"auto: unshared scheme", config.NamespaceAuto, "a-only://r", "a", "", "a-only://r"},
+		{"never: ambiguous", config.NamespaceNever, "demo://same", "", `servers "a", "b"`, ""},
+		{"never: namespaced form still routes", config.NamespaceNever, "mcp+a+demo://same", "a", "", "demo://same"},
+		{"template", config.NamespaceAuto, "tmpl://a/42", "a", "", "tmpl://a/42"},
+		{"unknown", config.NamespaceAuto, "zzz://nope", "", `unknown resource "zzz://nope"`, ""},
+		{"unknown server in namespaced form", config.NamespaceAuto, "mcp+zz+demo://same", "", `no server named "zz"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newCore(t, servers(), Options{Resources: config.Resources{Namespace: tt.namespace}})
+			res, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: Anonymous, Params: json.RawMessage(`{"uri":"` + tt.uri + `"}`)})
+			if tt.server == "" {
+				jerr := assertCode(t, err, jsonrpc.CodeInvalidParams, tt.errSubstr)
+				_ = jerr
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`{"contents":[{"uri":%q,"text":%q}]}`, tt.exposed, tt.server)
+			if string(res.Body) != want {
+				t.Errorf("read = %s, want %s", res.Body, want)
+			}
+		})
+	}
+
+	// A URI seen in this principal's result routes to its server, and
+	// only for that principal.
+	s := newCore(t, servers(), Options{})
+	if _, err := s.Handle(context.Background(), &Request{Method: "tools/call", Principal: "p1", Params: json.RawMessage(`{"name":"mcp__a__t"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: "p1", Params: json.RawMessage(`{"uri":"note://hidden/1"}`)}); err != nil {
+		t.Errorf("reading a URI from the principal's own result: %v", err)
+	}
+	_, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: "p2", Params: json.RawMessage(`{"uri":"note://hidden/1"}`)})
+	assertCode(t, err, jsonrpc.CodeInvalidParams, "unknown resource")
+
+	// The resources list shows the namespaced and the bare forms.
+	res, _ := s.Handle(context.Background(), &Request{Method: "resources/list"})
+	for _, want := range []string{`"uri":"demo://same"`, `"uri":"mcp+b+demo://same"`, `"uri":"a-only://r"`} {
+		if !strings.Contains(string(res.Body), want) {
+			t.Errorf("resources/list lacks %s: %s", want, res.Body)
+		}
+	}
+}
+
+func TestCatalog_Subscriptions(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "a", Resources: raws(`{"uri":"doc://1","name":"d"}`),
+		Handle: func(_ context.Context, method string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			mu.Lock()
+			calls = append(calls, method+" "+string(params))
+			mu.Unlock()
+			return json.RawMessage(`{}`), nil
+		}})
+	s := newCore(t, m, Options{Resources: config.Resources{Namespace: config.NamespaceAlways}})
+	type note struct{ session, method, params string }
+	var notes []note
+	sink := func(session string) func(string, json.RawMessage) {
+		return func(method string, params json.RawMessage) {
+			mu.Lock()
+			notes = append(notes, note{session, method, string(params)})
+			mu.Unlock()
+		}
+	}
+	sub := func(session, method string) {
+		t.Helper()
+		if _, err := s.Handle(context.Background(), &Request{Method: method, Session: session, SessionNotify: sink(session), Params: json.RawMessage(`{"uri":"mcp+a+doc://1"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub("s1", "resources/subscribe")
+	sub("s2", "resources/subscribe") // the upstream is subscribed once
+	m.Notify("a", jsonrpc.NewNotification("notifications/resources/updated", json.RawMessage(`{"uri":"doc://1"}`)))
+	sub("s1", "resources/unsubscribe")
+	m.Notify("a", jsonrpc.NewNotification("notifications/resources/updated", json.RawMessage(`{"uri":"doc://1"}`)))
+	s.EndSession("s2") // the last subscriber: unsubscribed upstream
+	s.subs.bg.Wait()
+	m.Notify("a", jsonrpc.NewNotification("notifications/resources/updated", json.RawMessage(`{"uri":"doc://1"}`)))
+
+	mu.Lock()
+	defer mu.Unlock()
+	wantCalls := []string{`resources/subscribe {"uri":"doc://1"}`, `resources/unsubscribe {"uri":"doc://1"}`}
+	if diff := cmp.Diff(wantCalls, calls); diff != "" {
+		t.Errorf("upstream calls (-want +got):\n%s", diff)
+	}
+	upd := `{"uri":"mcp+a+doc://1"}`
+	wantNotes := []note{
+		{"s1", "notifications/resources/updated", upd}, {"s2", "notifications/resources/updated", upd},
+		{"s2", "notifications/resources/updated", upd},
+	}
+	// The first update reaches both sessions in either order.
+	if len(notes) == 3 && notes[0].session == "s2" {
+		notes[0], notes[1] = notes[1], notes[0]
+	}
+	if diff := cmp.Diff(wantNotes, notes, cmp.AllowUnexported(note{})); diff != "" {
+		t.Errorf("notifications (-want +got):\n%s", diff)
+	}
+}
+
+func TestCatalog_ListChangedDebounced(t *testing.T) {
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s"})
+	s := newCore(t, m, Options{ListChangedDebounce: 50 * time.Millisecond})
+	changes := make(chan Change, 100)
+	s.Watch(func(c Change) { changes <- c })
+	// A burst of changes (a crash loop, many list_changed) is one notice per list.
+	for i := range 20 {
+		m.Set(&upstreamtest.Server{Name: "s", Tools: raws(fmt.Sprintf(`{"name":"t%d","inputSchema":{"type":"object"}}`, i)),
+			Resources: raws(fmt.Sprintf(`{"uri":"x://%d","name":"r"}`, i))})
+	}
+	got := map[string]int{}
+	got[(<-changes).List]++
+	got[(<-changes).List]++
+	select {
+	case c := <-changes:
+		got[c.List]++
+	case <-time.After(200 * time.Millisecond):
+	}
+	if diff := cmp.Diff(map[string]int{"tools": 1, "resources": 1}, got); diff != "" {
+		t.Errorf("notices (-want +got):\n%s", diff)
+	}
+}
+
+// Auto namespacing is decided once per (server, scheme): a server that
+// comes later with a scheme another already uses is namespaced, and the
+// first one's URIs do not change.
+func TestCatalog_AutoNamespaceIsSticky(t *testing.T) {
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "z", Resources: raws(`{"uri":"file:///z","name":"z"}`)})
+	s := newCore(t, m, Options{})
+	list := func() string {
+		res, _ := s.Handle(context.Background(), &Request{Method: "resources/list"})
+		return string(res.Body)
+	}
+	m.Set(&upstreamtest.Server{Name: "a", Resources: raws(`{"uri":"file:///a","name":"a"}`)})
+	want := `{"resources":[{"uri":"file:///z","name":"z"},{"uri":"mcp+a+file:///a","name":"a"}]}`
+	if got := list(); got != want {
+		t.Errorf("resources/list = %s, want %s", got, want)
+	}
+	m.Set(&upstreamtest.Server{Name: "z", State: upstream.StateExited, Resources: raws(`{"uri":"file:///z","name":"z"}`, `{"uri":"file:///z2","name":"z2"}`)})
+	want = `{"resources":[{"uri":"file:///z","name":"z"},{"uri":"file:///z2","name":"z2"},{"uri":"mcp+a+file:///a","name":"a"}]}`
+	if got := list(); got != want {
+		t.Errorf("after z changed: resources/list = %s, want %s", got, want)
+	}
+}
+
+func TestCatalog_DuplicateTool(t *testing.T) {
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s", Tools: raws(`{"name":"t","description":"first"}`, `{"name":"t","description":"second"}`)})
+	s := newCore(t, m, Options{})
+	res, _ := s.Handle(context.Background(), &Request{Method: "tools/list"})
+	if want := `{"tools":[{"name":"mcp__s__t","description":"first"}]}`; string(res.Body) != want {
+		t.Errorf("tools/list = %s, want %s", res.Body, want)
+	}
+	if st := s.Servers()[0]; len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "listed twice") {
+		t.Errorf("problems = %v", st.Problems)
+	}
+}

@@ -1,0 +1,421 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// Resource routing. A client names a resource by the URI it was shown:
+//
+//	mcp+files+file:///a  namespaced: the server is in the URI
+//	file:///a            bare: found by, in order,
+//	                       1. the servers that list it bare,
+//	                       2. the servers that list it at all (a client may
+//	                          hold a bare URI from before the server's URIs
+//	                          were namespaced),
+//	                       3. the servers with a template it matches,
+//	                       4. the server whose result showed it to this
+//	                          principal (a resource_link need not be listed).
+//
+// One candidate routes; several are -32602 naming them, so the client can
+// use a namespaced form or the admin can switch namespacing on.
+
+// routeURI finds the server of a resource URI and the server's own URI.
+func (s *Server) routeURI(cat *catalog, principal, uri string) (server, orig string, err error) {
+	if server, orig, ok := parseNamespaced(cat.prefix, uri); ok {
+		if _, known := cat.namespaced[server]; !known {
+			return "", "", invalidParams("unknown resource %q: no server named %q is behind this gateway", uri, server)
+		}
+		return server, orig, nil
+	}
+	pick := func(servers []string) (string, error) {
+		if len(servers) == 1 {
+			return servers[0], nil
+		}
+		sorted := append([]string(nil), servers...)
+		sort.Strings(sorted)
+		return "", jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("ambiguous resource %q: servers %s all offer it; read it under its namespaced form (%s) or ask the operator to set resources.namespace", uri, strings.Join(quoteAll(sorted), ", "), namespacedURI(cat.prefix, sorted[0], uri)),
+			map[string]any{"servers": sorted})
+	}
+	if servers := cat.bareURIs[uri]; len(servers) > 0 {
+		server, err := pick(servers)
+		return server, uri, err
+	}
+	if servers := cat.origURIs[uri]; len(servers) > 0 {
+		server, err := pick(servers)
+		return server, uri, err
+	}
+	var matched []string
+	for _, name := range sortedKeys(cat.tmpls) {
+		for _, t := range cat.tmpls[name] {
+			if t.match(uri) {
+				matched = append(matched, name)
+				break
+			}
+		}
+	}
+	if len(matched) > 0 {
+		server, err := pick(matched)
+		return server, uri, err
+	}
+	if server, ok := s.seen.Get(seenKey{principal, uri}); ok {
+		return server, uri, nil
+	}
+	return "", "", invalidParams("unknown resource %q: it is not in resources/list, matches no resource template, and was not in a result you got", uri)
+}
+
+// routeTemplate finds the server of a completion ref/resource URI (a
+// template or a resource URI).
+func (s *Server) routeTemplate(cat *catalog, uri string) (server, orig string, err error) {
+	if server, orig, ok := parseNamespaced(cat.prefix, uri); ok {
+		return server, orig, nil
+	}
+	var exact []string
+	for _, name := range sortedKeys(cat.tmpls) {
+		for _, t := range cat.tmpls[name] {
+			if t != nil && t.raw == uri {
+				exact = append(exact, name)
+				break
+			}
+		}
+	}
+	switch len(exact) {
+	case 1:
+		return exact[0], uri, nil
+	case 0:
+		return s.routeURI(cat, "", uri)
+	default:
+		return "", "", jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("ambiguous resource template %q: servers %s all offer it; use its namespaced form", uri, strings.Join(quoteAll(exact), ", ")),
+			map[string]any{"servers": exact})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// uriParam returns params.uri.
+func uriParam(req *Request, method string) (string, error) {
+	uri, ok := rawjson.String(req.Params, "uri")
+	if !ok || uri == "" {
+		return "", invalidParams("%s needs params.uri, a URI as resources/list or a result gave it", method)
+	}
+	return uri, nil
+}
+
+// resourcesRead routes resources/read and exposes the URIs of its contents.
+func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, error) {
+	uri, err := uriParam(req, "resources/read")
+	if err != nil {
+		return nil, err
+	}
+	cat := s.cat.Load()
+	server, orig, err := s.routeURI(cat, req.Principal, uri)
+	if err != nil {
+		return nil, err
+	}
+	params, err := setString(req.Params, "uri", orig)
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.forward(ctx, req, server, "resources/read", params)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := mapArray(body, "contents", func(c json.RawMessage) (json.RawMessage, bool) {
+		return s.exposeMember(cat, req.Principal, server, c, "uri")
+	})
+	return complete(out), nil
+}
+
+// exposeResult rewrites the URIs of the content blocks of a tools/call or
+// prompts/get result (resource_link.uri, resource.uri) into the form the
+// client sees, and remembers bare ones for routing. field is "content"
+// (blocks) or "messages" (each with one content block). Every other byte
+// is kept; a result with nothing to rewrite is returned as it is.
+func (s *Server) exposeResult(cat *catalog, principal, server string, body json.RawMessage, field string, messages bool) json.RawMessage {
+	block := func(b json.RawMessage) (json.RawMessage, bool) {
+		switch typ, _ := rawjson.String(b, "type"); typ {
+		case "resource_link":
+			return s.exposeMember(cat, principal, server, b, "uri")
+		case "resource":
+			inner, ok, _ := rawjson.Get(b, "resource")
+			if !ok {
+				return b, false
+			}
+			inner2, changed := s.exposeMember(cat, principal, server, inner, "uri")
+			if !changed {
+				return b, false
+			}
+			out, err := rawjson.Set(b, "resource", inner2)
+			return out, err == nil
+		}
+		return b, false
+	}
+	out, _ := mapArray(body, field, func(el json.RawMessage) (json.RawMessage, bool) {
+		if !messages {
+			return block(el)
+		}
+		content, ok, _ := rawjson.Get(el, "content")
+		if !ok {
+			return el, false
+		}
+		c2, changed := block(content)
+		if !changed {
+			return el, false
+		}
+		out, err := rawjson.Set(el, "content", c2)
+		return out, err == nil
+	})
+	return out
+}
+
+// exposeMember rewrites obj's URI member key for the client, remembering
+// a bare URI as server's for this principal.
+func (s *Server) exposeMember(cat *catalog, principal, server string, obj json.RawMessage, key string) (json.RawMessage, bool) {
+	uri, ok := rawjson.String(obj, key)
+	if !ok {
+		return obj, false
+	}
+	exposed := cat.exposeURI(server, uri)
+	if exposed == uri {
+		s.seen.Add(seenKey{principal, uri}, server)
+		return obj, false
+	}
+	out, err := setString(obj, key, exposed)
+	return out, err == nil
+}
+
+// mapArray applies fn to each element of the array member field of obj and
+// returns obj with the changed elements replaced, or obj itself (and
+// false) when nothing changed or field is not an array.
+func mapArray(obj json.RawMessage, field string, fn func(json.RawMessage) (json.RawMessage, bool)) (json.RawMessage, bool) {
+	raw, ok, err := rawjson.Get(obj, field)
+	if !ok || err != nil {
+		return obj, false
+	}
+	var els []json.RawMessage
+	if json.Unmarshal(raw, &els) != nil {
+		return obj, false
+	}
+	changed := false
+	for i, el := range els {
+		if out, ok := fn(el); ok {
+			els[i] = out
+			changed = true
+		}
+	}
+	if !changed {
+		return obj, false
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, el := range els {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(el)
+	}
+	b.WriteByte(']')
+	out, err := rawjson.Set(obj, field, b.Bytes())
+	if err != nil {
+		return obj, false
+	}
+	return out, true
+}
+
+// Subscriptions. A session subscribes to a resource through the gateway;
+// the gateway subscribes upstream once per (server, URI) however many
+// sessions want it, and unsubscribes when the last one leaves or ends.
+// Updates go to the subscribed sessions only, through the session sink of
+// their subscribe request.
+
+type subKey struct{ server, uri string }
+
+type subscriptions struct {
+	mu        sync.Mutex
+	byKey     map[subKey]map[string]func(string, json.RawMessage)
+	bySession map[string]map[subKey]bool
+	bg        sync.WaitGroup // upstream unsubscribes after a session ended
+}
+
+func (ss *subscriptions) init() {
+	ss.byKey = map[subKey]map[string]func(string, json.RawMessage){}
+	ss.bySession = map[string]map[subKey]bool{}
+}
+
+// subscribe serves resources/subscribe.
+func (s *Server) subscribe(ctx context.Context, req *Request) (*Result, error) {
+	uri, err := uriParam(req, "resources/subscribe")
+	if err != nil {
+		return nil, err
+	}
+	if req.Session == "" || req.SessionNotify == nil {
+		return nil, invalidParams("resources/subscribe needs a session that can receive notifications/resources/updated")
+	}
+	cat := s.cat.Load()
+	server, orig, err := s.routeURI(cat, req.Principal, uri)
+	if err != nil {
+		return nil, err
+	}
+	key := subKey{server, orig}
+	s.subs.mu.Lock()
+	first := len(s.subs.byKey[key]) == 0
+	s.subs.mu.Unlock()
+	if first {
+		params, err := setString(req.Params, "uri", orig)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.forward(ctx, req, server, "resources/subscribe", params); err != nil {
+			return nil, err
+		}
+	}
+	s.subs.mu.Lock()
+	if s.subs.byKey[key] == nil {
+		s.subs.byKey[key] = map[string]func(string, json.RawMessage){}
+	}
+	s.subs.byKey[key][req.Session] = req.SessionNotify
+	if s.subs.bySession[req.Session] == nil {
+		s.subs.bySession[req.Session] = map[subKey]bool{}
+	}
+	s.subs.bySession[req.Session][key] = true
+	s.subs.mu.Unlock()
+	return complete(json.RawMessage(`{}`)), nil
+}
+
+// unsubscribe serves resources/unsubscribe.
+func (s *Server) unsubscribe(ctx context.Context, req *Request) (*Result, error) {
+	uri, err := uriParam(req, "resources/unsubscribe")
+	if err != nil {
+		return nil, err
+	}
+	cat := s.cat.Load()
+	server, orig, err := s.routeURI(cat, req.Principal, uri)
+	if err != nil {
+		return nil, err
+	}
+	key := subKey{server, orig}
+	if s.dropSubscription(req.Session, key) {
+		params, err := setString(req.Params, "uri", orig)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.forward(ctx, req, server, "resources/unsubscribe", params); err != nil {
+			return nil, err
+		}
+	}
+	return complete(json.RawMessage(`{}`)), nil
+}
+
+// dropSubscription removes session's subscription to key and reports
+// whether it was the last one.
+func (s *Server) dropSubscription(session string, key subKey) (last bool) {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	sinks := s.subs.byKey[key]
+	if _, ok := sinks[session]; !ok {
+		return false
+	}
+	delete(sinks, session)
+	delete(s.subs.bySession[session], key)
+	if len(s.subs.bySession[session]) == 0 {
+		delete(s.subs.bySession, session)
+	}
+	if len(sinks) == 0 {
+		delete(s.subs.byKey, key)
+		return true
+	}
+	return false
+}
+
+// EndSession forgets what a session held in the core: its resource
+// subscriptions, unsubscribing upstream where it was the last subscriber.
+// Edges call it when a session ends.
+func (s *Server) EndSession(session string) {
+	s.subs.mu.Lock()
+	keys := make([]subKey, 0, len(s.subs.bySession[session]))
+	for k := range s.subs.bySession[session] {
+		keys = append(keys, k)
+	}
+	s.subs.mu.Unlock()
+	for _, k := range keys {
+		if !s.dropSubscription(session, k) {
+			continue
+		}
+		params, _ := json.Marshal(map[string]string{"uri": k.uri})
+		s.subs.bg.Add(1)
+		go func() {
+			defer s.subs.bg.Done()
+			ctx, cancel := context.WithTimeout(s.life, s.timeout(k.server))
+			defer cancel()
+			if _, err := s.opts.Upstreams.Call(ctx, k.server, "resources/unsubscribe", params, nil); err != nil {
+				s.logger.Debug("unsubscribing after a session ended failed", "server", k.server, "err", err)
+			}
+		}()
+	}
+}
+
+// onNotification relays a server's notification that belongs to no call.
+func (s *Server) onNotification(server string, n *jsonrpc.Message) {
+	switch n.Method {
+	case "notifications/resources/updated":
+		uri, ok := rawjson.String(n.Params, "uri")
+		if !ok {
+			return
+		}
+		params, err := setString(n.Params, "uri", s.cat.Load().exposeURI(server, uri))
+		if err != nil {
+			return
+		}
+		for _, sink := range s.subscribers(server, uri) {
+			sink("notifications/resources/updated", params)
+		}
+	default:
+		s.logger.Debug("dropping a server notification", "server", server, "method", n.Method)
+	}
+}
+
+// subscribers returns the sinks of the sessions subscribed to server's
+// uri, or, when none is, to a URI that uri is a sub-resource of.
+func (s *Server) subscribers(server, uri string) []func(string, json.RawMessage) {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	sinks := s.subs.byKey[subKey{server, uri}]
+	if len(sinks) == 0 {
+		for k, v := range s.subs.byKey {
+			if k.server == server && strings.HasPrefix(uri, k.uri) {
+				sinks = v
+				break
+			}
+		}
+	}
+	out := make([]func(string, json.RawMessage), 0, len(sinks))
+	for _, f := range sinks {
+		out = append(out, f)
+	}
+	return out
+}

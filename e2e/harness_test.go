@@ -47,6 +47,30 @@ func TestMain(m *testing.M) {
 
 func bin(name string) string { return filepath.Join(binDir, name) }
 
+// trackSources opens every Go source file and go.mod of the module, so
+// that go test's result cache, which notes the files a test opens (once
+// the tests run, not in TestMain), runs these tests again when the code of
+// the binaries they build changes. start calls it.
+var trackSources = sync.OnceFunc(func() {
+	filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != ".." && (strings.HasPrefix(n, ".") || n == "bin" || n == "data" || n == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum" {
+			if f, err := os.Open(path); err == nil {
+				f.Close()
+			}
+		}
+		return nil
+	})
+})
+
 // process is a started binary with its stderr captured.
 type process struct {
 	cmd    *exec.Cmd
@@ -66,6 +90,7 @@ func (p *process) Stderr() string {
 // SIGKILL, and always reaps it.
 func start(t testing.TB, env []string, name string, args ...string) *process {
 	t.Helper()
+	trackSources()
 	cmd := exec.Command(bin(name), args...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

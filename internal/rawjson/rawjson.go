@@ -6,6 +6,11 @@
 // byte the upstream sent, including key order, number spelling and the
 // JSON Schemas inside, reaches the client unchanged. encoding/json would
 // round-trip the object through a map and lose that.
+//
+// Inputs are trusted to be valid JSON: everything the gateway handles
+// passed jsonrpc.Parse, which checked the whole message. On malformed
+// input the functions return an error or a result as malformed as the
+// input, and never panic.
 package rawjson
 
 import (
@@ -13,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 )
 
 // ErrNotObject is returned when the input is not a JSON object.
@@ -27,75 +31,190 @@ type member struct {
 	valEnd             int
 }
 
-// members scans obj and returns its top-level members in order.
+// members scans obj and returns its top-level members in order. It checks
+// obj with json.Valid (which allocates nothing) and then walks it with a
+// small scanner that relies on that validity, so that finding one member
+// of an upstream's tool costs a pass over its bytes and no allocations
+// beyond the member list.
 func members(obj []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotObject, err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, ErrNotObject
-	}
-	var out []member
-	for dec.More() {
-		keyStart := skipSpaceAndComma(obj, int(dec.InputOffset()))
-		tok, err := dec.Token()
+	out := make([]member, 0, 8)
+	err := scan(obj, func(keyTok []byte, keyStart, valStart, valEnd int) (bool, error) {
+		key, err := unquote(keyTok)
 		if err != nil {
-			return nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, ErrNotObject
-		}
-		// The value starts after the colon.
-		afterKey := int(dec.InputOffset())
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		valEnd := int(dec.InputOffset())
-		valStart := valEnd - len(raw)
-		if valStart < afterKey {
-			valStart = afterKey
+			return false, err
 		}
 		out = append(out, member{key: key, keyStart: keyStart, valStart: valStart, valEnd: valEnd})
-	}
-	if _, err := dec.Token(); err != nil { // closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: data after the object", ErrNotObject)
-	}
-	return out, nil
+		return true, nil
+	})
+	return out, err
 }
 
-func skipSpaceAndComma(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r' || b[i] == ',') {
+// errSyntax is returned for input the scanner cannot walk.
+var errSyntax = fmt.Errorf("%w: malformed JSON", ErrNotObject)
+
+// scan calls fn for each top-level member of obj, in order, with the raw
+// key token (quotes included) and the member's byte offsets, until fn
+// returns false or an error.
+//
+// scan trusts obj to be valid JSON, as everything that reached the gateway
+// through jsonrpc.Parse is (json.Valid checked the whole message), and does
+// not validate values again: that would double the cost of reading one
+// member of every tool. On malformed input it returns an error or offsets
+// as malformed as the input, and never panics.
+func scan(obj []byte, fn func(keyTok []byte, keyStart, valStart, valEnd int) (bool, error)) error {
+	n := len(obj)
+	i := skipSpace(obj, 0)
+	if i >= n || obj[i] != '{' {
+		return ErrNotObject
+	}
+	i++
+	for first := true; ; first = false {
+		i = skipSpace(obj, i)
+		if i >= n {
+			return errSyntax
+		}
+		if obj[i] == '}' {
+			if rest := skipSpace(obj, i+1); rest != n {
+				return fmt.Errorf("%w: data after the object", ErrNotObject)
+			}
+			return nil
+		}
+		if !first {
+			if obj[i] != ',' {
+				return errSyntax
+			}
+			i = skipSpace(obj, i+1)
+		}
+		if i >= n || obj[i] != '"' {
+			return errSyntax
+		}
+		keyStart := i
+		keyEnd := skipString(obj, i)
+		if keyEnd > n {
+			return errSyntax
+		}
+		i = skipSpace(obj, keyEnd)
+		if i >= n || obj[i] != ':' {
+			return errSyntax
+		}
+		i = skipSpace(obj, i+1)
+		if i >= n {
+			return errSyntax
+		}
+		valStart := i
+		i = skipValue(obj, i)
+		if i > n || i == valStart {
+			return errSyntax
+		}
+		more, err := fn(obj[keyStart:keyEnd], keyStart, valStart, i)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// keyIs reports whether the key token tok is the string key, without
+// allocating when tok has no escapes.
+func keyIs(tok []byte, key string) bool {
+	if len(tok) < 2 {
+		return false
+	}
+	inner := tok[1 : len(tok)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner) == key
+	}
+	s, err := unquote(tok)
+	return err == nil && s == key
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
 	return i
 }
 
+// skipString returns the index after the string that starts at b[i], or
+// len(b)+1 when it is not closed.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b) + 1
+}
+
+// skipValue returns the index after the value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b) + 1
+	default: // a number, true, false or null
+		for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+			i++
+		}
+		return i
+	}
+}
+
+// unquote returns the Go string of a JSON string token, without
+// allocating when it has no escapes (the common case for keys).
+func unquote(tok []byte) (string, error) {
+	if len(tok) < 2 {
+		return "", errSyntax
+	}
+	inner := tok[1 : len(tok)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), nil
+	}
+	var s string
+	if err := json.Unmarshal(tok, &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
 // Get returns the raw value of the top-level member key, and whether it is
 // present. The returned slice aliases obj.
 func Get(obj []byte, key string) (json.RawMessage, bool, error) {
-	ms, err := members(obj)
+	var val json.RawMessage
+	found := false
+	err := scan(obj, func(keyTok []byte, _, valStart, valEnd int) (bool, error) {
+		if keyIs(keyTok, key) { // the last duplicate wins, as in encoding/json
+			val, found = obj[valStart:valEnd], true
+		}
+		return true, nil
+	})
 	if err != nil {
 		return nil, false, err
 	}
-	for i := len(ms) - 1; i >= 0; i-- { // the last duplicate wins, as in encoding/json
-		if ms[i].key == key {
-			return json.RawMessage(obj[ms[i].valStart:ms[i].valEnd]), true, nil
-		}
-	}
-	return nil, false, nil
+	return val, found, nil
 }
 
 // Set returns a copy of obj with the top-level member key set to the raw
 // JSON value val: replaced in place if present (every duplicate of it), or
-// appended at the end. val must be valid JSON.
+// appended at the end. val must be valid JSON; obj is trusted to be (see
+// scan).
 func Set(obj []byte, key string, val json.RawMessage) ([]byte, error) {
 	if !json.Valid(val) {
 		return nil, fmt.Errorf("value for %q is not valid JSON", key)

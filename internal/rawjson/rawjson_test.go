@@ -1,6 +1,7 @@
 package rawjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
@@ -61,7 +62,7 @@ func TestGetAndErrors(t *testing.T) {
 	if s, ok := String([]byte(`{"b":"s"}`), "b"); !ok || s != "s" {
 		t.Fatalf("String = %q %v", s, ok)
 	}
-	for _, bad := range []string{`[1]`, `"x"`, `{"a":1} x`, `{"a":}`, ``} {
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":1} x`, `{"a":}`, ``, `{"a":1`, `{"a" 1}`, `{"a":1 "b":2}`, `{a:1}`, `{"a`, `{"a":"x}`, `{"a":[1}`} {
 		if _, _, err := Get([]byte(bad), "a"); err == nil {
 			t.Errorf("Get(%q): want error", bad)
 		}
@@ -76,9 +77,9 @@ func FuzzSet(f *testing.F) {
 		if !utf8.ValidString(key) {
 			return // keys are the gateway's own ASCII names
 		}
-		out, err := Set(obj, key, json.RawMessage(`"v"`))
-		if err != nil {
-			return
+		out, err := Set(obj, key, json.RawMessage(`"v"`)) // must not panic
+		if err != nil || !json.Valid(obj) {
+			return // malformed input: garbage in, garbage out
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(out, &m); err != nil {
@@ -95,4 +96,35 @@ func FuzzSet(f *testing.F) {
 			t.Fatalf("Delete left %q in %q", key, del)
 		}
 	})
+}
+
+// FuzzGet checks Get against encoding/json on objects it accepts.
+func FuzzGet(f *testing.F) {
+	f.Add([]byte(`{"name":"a","b":[1,{"c":"}"}],"d":"\"x\\"}`), "name")
+	f.Add([]byte(`{"n\u0061me":1, "name" : 2}`), "name")
+	f.Fuzz(func(t *testing.T, obj []byte, key string) {
+		if !utf8.ValidString(key) {
+			return
+		}
+		raw, ok, err := Get(obj, key)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil {
+			if err == nil && (len(bytes.TrimSpace(obj)) == 0 || bytes.TrimSpace(obj)[0] != '{') {
+				t.Fatalf("Get accepted %q", obj)
+			}
+			return // malformed input: only "no panic" is promised
+		}
+		if err != nil {
+			t.Fatalf("Get(%q): %v", obj, err)
+		}
+		want, wantOK := m[key]
+		if ok != wantOK || (ok && !jsonSame(raw, want)) {
+			t.Fatalf("Get(%q, %q) = %q %v; encoding/json has %q %v", obj, key, raw, ok, want, wantOK)
+		}
+	})
+}
+
+func jsonSame(a, b []byte) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, a) == nil && json.Compact(&y, b) == nil && bytes.Equal(x.Bytes(), y.Bytes())
 }

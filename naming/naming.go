@@ -246,11 +246,13 @@ func Build(opts Options, entries []Entry) (*Table, []Problem) {
 			})
 			continue
 		}
+		// Candidates are compared at full length: two servers' identical
+		// long names clash even though their cut forms would differ.
 		switch {
 		case it.Rename != "":
-			it.cand = o.fit(it.Rename, &it.Entry)
+			it.cand = sanitize(it.Rename)
 		case it.Mode == OnCollision || it.Mode == Never:
-			it.cand = o.fit(it.Name, &it.Entry)
+			it.cand = sanitize(it.Name)
 		default:
 			it.cand = o.prefixed(&it.Entry)
 		}
@@ -328,10 +330,26 @@ func Build(opts Options, entries []Entry) (*Table, []Problem) {
 		byExposed: make(map[string]Ref, len(items)),
 		byRef:     make(map[Ref]string, len(items)),
 	}
+	// Full-length names are unique now: those that fit go in as they are;
+	// longer ones are cut with their hash, and a cut form that is taken
+	// (a server naming a tool like it) counts up like the hashed forms.
 	for i := range items {
-		if it := &items[i]; !it.out && !it.hashed {
+		if it := &items[i]; !it.out && !it.hashed && len(it.cand) <= o.MaxLength {
 			t.add(it.ref(), it.cand)
 		}
+	}
+	for i := range items {
+		it := &items[i]
+		if it.out || it.hashed || len(it.cand) <= o.MaxLength {
+			continue
+		}
+		h := hashOf(&it.Entry)
+		name := o.withHash(it.cand, h, "")
+		for k := 2; t.taken(name); k++ {
+			name = o.withHash(it.cand, h, "-"+strconv.Itoa(k))
+		}
+		it.cand = name
+		t.add(it.ref(), name)
 	}
 	slices.Sort(hashed)
 	for _, i := range hashed {
@@ -466,19 +484,9 @@ func compareRefs(a, b Ref) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
-// prefixed returns the Always form of e, fitted.
+// prefixed returns the Always form of e, sanitized, at full length.
 func (o *Options) prefixed(e *Entry) string {
-	return o.fit(o.Prefix+o.Separator+e.Server+o.Separator+e.Name, e)
-}
-
-// fit sanitizes name and, if it is longer than MaxLength, cuts it and adds
-// the hash of e, so that the result has exactly MaxLength characters.
-func (o *Options) fit(name string, e *Entry) string {
-	name = sanitize(name)
-	if len(name) <= o.MaxLength {
-		return name
-	}
-	return o.withHash(name, hashOf(e), "")
+	return sanitize(o.Prefix + o.Separator + e.Server + o.Separator + e.Name)
 }
 
 // withHash returns name, cut so that it fits, then "_", the hash h and

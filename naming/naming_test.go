@@ -71,6 +71,30 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			// Two servers' identical long names clash before they are cut,
+			// though their cut forms (hashed by server) would differ.
+			name: "on_collision with a shared long name",
+			entries: []Entry{
+				{Server: "a", Name: long80, Mode: OnCollision},
+				{Server: "b", Name: long80, Mode: OnCollision},
+			},
+			want: map[Ref]string{
+				{"a", long80}: hashed("mcp__a__"+long80, 64, "a", long80),
+				{"b", long80}: hashed("mcp__b__"+long80, 64, "b", long80),
+			},
+		},
+		{
+			name: "never with a shared long name",
+			entries: []Entry{
+				{Server: "a", Name: long80, Mode: Never, Seq: 2},
+				{Server: "b", Name: long80, Mode: Never, Seq: 1},
+			},
+			want: map[Ref]string{
+				{"b", long80}: hashed(long80, 64, "b", long80),
+			},
+			problems: []Problem{{Ref: Ref{"a", long80}, Other: Ref{"b", long80}}},
+		},
+		{
 			name: "on_collision without clash",
 			entries: []Entry{
 				{Server: "files", Name: "read", Mode: OnCollision},

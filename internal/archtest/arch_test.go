@@ -40,6 +40,8 @@ var allowed = map[string][]string{
 	"internal/archtest":     {},
 	"examples/demo-server":  {},
 	"e2e":                   {},
+
+	"e2e/fixtures/catalogserver": {},
 }
 
 // pkg is one package directory of the module.

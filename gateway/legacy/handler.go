@@ -406,26 +406,20 @@ func accepts(r *http.Request, typ string) bool {
 }
 
 // checkVersionHeader checks MCP-Protocol-Version (MCP 2025-11-25,
-// basic/transports): an unsupported value, or on a session one that
-// differs from the negotiated version, is 400. A missing header is taken
-// as the session's version, since 2025-03-26 clients do not send it. s may
-// be nil (no session yet). It reports whether the request may go on.
-func checkVersionHeader(w http.ResponseWriter, r *http.Request, s *session) bool {
+// basic/transports): an unsupported value is 400. A missing header is
+// taken as the session's version, since 2025-03-26 clients do not send
+// it. It reports whether the request may go on.
+func checkVersionHeader(w http.ResponseWriter, r *http.Request) bool {
 	v := r.Header.Get(HeaderProtocolVersion)
-	if v == "" {
+	if v == "" || supported(v) {
+		// A supported version that differs from the session's is not an
+		// error (the spec's 400 is for invalid or unsupported versions);
+		// the session's answers stay encoded for the version it
+		// negotiated.
 		return true
 	}
-	if !supported(v) {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("unsupported MCP-Protocol-Version %q: this endpoint speaks %s; initialize with one of them", v, strings.Join(Versions, ", ")),
-			map[string]any{"supported": Versions, "requested": v})
-		return false
-	}
-	if s != nil && v != s.version {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("MCP-Protocol-Version %q differs from the version negotiated for this session, %q; send %q", v, s.version, s.version),
-			map[string]any{"negotiated": s.version, "requested": v})
-		return false
-	}
-	return true
+	writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+		fmt.Sprintf("unsupported MCP-Protocol-Version %q: this endpoint speaks %s; initialize with one of them", v, strings.Join(Versions, ", ")),
+		map[string]any{"supported": Versions, "requested": v})
+	return false
 }

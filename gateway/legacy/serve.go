@@ -37,18 +37,18 @@ func (h *Handler) requireSession(w http.ResponseWriter, r *http.Request, missing
 		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, missing, nil)
 		return nil
 	}
-	return h.sessionOf(w, r, sid)
+	if !checkVersionHeader(w, r) {
+		return nil
+	}
+	return h.sessionOf(w, sid, r)
 }
 
-// sessionOf returns the live session sid names, with a version header that
-// fits it, or answers the request itself (404, 400) and returns nil.
-func (h *Handler) sessionOf(w http.ResponseWriter, r *http.Request, sid string) *session {
+// sessionOf returns the live session sid names, or answers the request
+// itself (404) and returns nil.
+func (h *Handler) sessionOf(w http.ResponseWriter, sid string, r *http.Request) *session {
 	s := h.lookup(r, sid)
 	if s == nil {
 		writeNoSession(w)
-		return nil
-	}
-	if !checkVersionHeader(w, r, s) {
 		return nil
 	}
 	return s
@@ -69,7 +69,7 @@ func (h *Handler) post(c echo.Context) error {
 		return nil
 	}
 	body, ok := h.readBody(w, r)
-	if !ok || !checkVersionHeader(w, r, nil) {
+	if !ok || !checkVersionHeader(w, r) {
 		return nil
 	}
 	msgs, batch, err := jsonrpc.Parse(body)
@@ -109,7 +109,7 @@ func (h *Handler) post(c echo.Context) error {
 			"initialize must not carry Mcp-Session-Id: to start a new session, send it without one", nil)
 		return nil
 	}
-	s := h.sessionOf(w, r, sid)
+	s := h.sessionOf(w, sid, r)
 	if s == nil {
 		return nil
 	}

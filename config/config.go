@@ -31,6 +31,13 @@ const (
 	DefaultSeparator           = "__"
 	DefaultMaxNameLength       = 64 // what LLM APIs accept: ^[a-zA-Z0-9_-]{1,64}$
 	DefaultListChangedDebounce = 500 * time.Millisecond
+	DefaultInputTimeout        = 5 * time.Minute
+	DefaultResumeWindow        = 5 * time.Minute
+	DefaultRestartAttempts     = 20
+	DefaultRestartBackoff      = 500 * time.Millisecond
+	DefaultRestartMaxBackoff   = 30 * time.Second
+	DefaultPoolMax             = 100
+	DefaultPoolIdle            = 10 * time.Minute
 )
 
 // Prefix modes of exposed tool and prompt names (Naming.PrefixMode,
@@ -137,6 +144,19 @@ type Config struct {
 	ListChangedDebounce Duration `yaml:"list_changed_debounce"`
 	// Resources configures how the servers' resources are exposed.
 	Resources Resources `yaml:"resources"`
+	// InputTimeout bounds how long a client may take to answer a request
+	// the gateway relays to it for a server (elicitation/create,
+	// sampling/createMessage, roots/list). Then the server gets the
+	// gateway's own answer (elicitation: cancel; sampling, roots: an
+	// error) and the client a notifications/cancelled. While a call waits
+	// for such an answer its own timeout is paused. Default
+	// DefaultInputTimeout.
+	InputTimeout Duration `yaml:"input_timeout"`
+	// ResumeWindow is how long the SSE stream of a call whose client
+	// connection dropped stays resumable with Last-Event-ID; a call whose
+	// stream nobody resumed within it is cancelled upstream. Default
+	// DefaultResumeWindow.
+	ResumeWindow Duration `yaml:"resume_window"`
 	// Admin configures the admin API.
 	Admin Admin `yaml:"admin"`
 	// Log configures the gateway's own log.
@@ -241,6 +261,72 @@ type Server struct {
 	Resources ServerResources `yaml:"resources"`
 	// Tools filters, renames and redescribes this server's tools.
 	Tools ToolOptions `yaml:"tools"`
+
+	// SessionMode is SessionShared, SessionPerPrincipal or
+	// SessionPerSession: whether all clients share one upstream session
+	// (HTTP) or process (stdio), or each principal or each downstream
+	// session gets its own (DESIGN decision 5). Default SessionShared.
+	SessionMode string `yaml:"session_mode"`
+	// SingleUser marks a shared server as used by one person, so that
+	// URL-mode elicitation and -32042 errors, which the spec binds to the
+	// user, are relayed from it. Default false.
+	SingleUser bool `yaml:"single_user"`
+	// Serialize runs this server's calls one at a time. Default false:
+	// nothing is serialized.
+	Serialize bool `yaml:"serialize"`
+	// Pool bounds the upstream sessions or processes of a per_principal or
+	// per_session server.
+	Pool Pool `yaml:"pool"`
+	// Restart sets how a server that failed or exited is started again.
+	Restart Restart `yaml:"restart"`
+	// Roots answer roots/list for this server when no client can: the
+	// client did not declare roots, or the request cannot be attributed to
+	// one client. If empty, such a roots/list gets an error.
+	Roots []Root `yaml:"roots"`
+	// ForwardNotifications sends the server's notifications that mcpgw
+	// does not know (custom event/* pushes) to every session's GET stream.
+	// Default false: they are only kept in the event store.
+	ForwardNotifications bool `yaml:"forward_notifications"`
+}
+
+// Session modes of a server (Server.SessionMode).
+const (
+	SessionShared       = "shared"
+	SessionPerPrincipal = "per_principal"
+	SessionPerSession   = "per_session"
+)
+
+// Pool bounds the upstream sessions (HTTP) or processes (stdio) of a
+// per_principal or per_session server.
+type Pool struct {
+	// Max is the most at once; when reached, the least recently used idle
+	// one is closed, or the call is refused when none is idle. Default
+	// DefaultPoolMax.
+	Max int `yaml:"max"`
+	// IdleTimeout closes one nobody used for this long. Default
+	// DefaultPoolIdle.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+}
+
+// Restart sets how a failed or exited server is started again: after
+// InitialBackoff, doubling up to MaxBackoff, at most MaxAttempts times in
+// a row (a start that reaches running resets the count).
+type Restart struct {
+	// MaxAttempts is the most restarts in a row; 0 means the default,
+	// DefaultRestartAttempts, and -1 never restarts.
+	MaxAttempts int `yaml:"max_attempts"`
+	// InitialBackoff is the first wait. Default DefaultRestartBackoff.
+	InitialBackoff Duration `yaml:"initial_backoff"`
+	// MaxBackoff caps the wait. Default DefaultRestartMaxBackoff.
+	MaxBackoff Duration `yaml:"max_backoff"`
+}
+
+// Root is one entry of a server's configured roots (MCP roots/list).
+type Root struct {
+	// URI is a file:// URI.
+	URI string `yaml:"uri"`
+	// Name is an optional display name.
+	Name string `yaml:"name"`
 }
 
 // ServerNaming overrides the gateway's Naming for one server.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -30,6 +31,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("sessions: &a {<<: *a, max: 5}"))
 	f.Add([]byte("servers:\n - &s {name: a, transport: http, url: 'https://${X}'}\n - {<<: *s, name: b}\n"))
 	f.Add([]byte("naming: {prefix: gw, separator: '-', max_length: 16}\npage_size: 5\nservers: [{name: a, transport: stdio, command: x, naming: {prefix_mode: never}, tools: {allow: ['r*', '[a-'], rename: {x: y, z: y}, describe: {x: ''}}}]"))
+	f.Add([]byte("input_timeout: 1h\nresume_window: 1ns\nservers: [{name: a, transport: stdio, command: x, session_mode: per_session, single_user: true, pool: {max: 1, idle_timeout: 1s}, restart: {max_attempts: -1, initial_backoff: 2s, max_backoff: 1s}, roots: [{uri: 'file:///a'}, {uri: 'file://h'}, {name: x}]}]"))
 
 	lookupEnv := func(name string) (string, bool) {
 		if strings.HasPrefix(name, "UNSET") {
@@ -61,6 +63,11 @@ func FuzzParse(f *testing.F) {
 		if c.PageSize < 0 || c.PageSize > 10000 || c.ListChangedDebounce <= 0 || c.ListChangedDebounce > Duration(time.Minute) {
 			t.Errorf("Parse accepted page_size %d, list_changed_debounce %v", c.PageSize, c.ListChangedDebounce)
 		}
+		for _, d := range []Duration{c.InputTimeout, c.ResumeWindow} {
+			if d <= 0 || d > Duration(time.Hour) {
+				t.Errorf("Parse accepted input_timeout %v, resume_window %v", c.InputTimeout, c.ResumeWindow)
+			}
+		}
 		for _, s := range c.Servers {
 			if !validName(s.Name) {
 				t.Errorf("Parse accepted the server name %q", s.Name)
@@ -77,6 +84,27 @@ func FuzzParse(f *testing.F) {
 					t.Errorf("Parse accepted the rename %q: %q", k, v)
 				}
 				exposed[v] = true
+			}
+			// Parse fills the defaults: no zero session_mode or max_attempts.
+			switch s.SessionMode {
+			case "shared":
+			case "per_principal", "per_session":
+				if s.SingleUser {
+					t.Errorf("Parse accepted single_user with session_mode %q", s.SessionMode)
+				}
+			default:
+				t.Errorf("Parse accepted the session_mode %q", s.SessionMode)
+			}
+			if p := s.Pool; p.Max < 1 || p.Max > 10000 || p.IdleTimeout <= 0 {
+				t.Errorf("Parse accepted the pool %+v", p)
+			}
+			if r := s.Restart; r.MaxAttempts < -1 || r.MaxAttempts == 0 || r.InitialBackoff <= 0 || r.InitialBackoff > r.MaxBackoff {
+				t.Errorf("Parse accepted the restart %+v", r)
+			}
+			for _, r := range s.Roots {
+				if u, err := url.Parse(r.URI); err != nil || !strings.EqualFold(u.Scheme, "file") || !strings.HasPrefix(strings.ToLower(r.URI), "file://") || u.Path == "" {
+					t.Errorf("Parse accepted the root %q", r.URI)
+				}
 			}
 		}
 	})

@@ -174,7 +174,36 @@ func defaultConfig() *Config {
 		},
 		ListChangedDebounce: Duration(DefaultListChangedDebounce),
 		Resources:           Resources{Namespace: NamespaceAuto},
+		InputTimeout:        Duration(DefaultInputTimeout),
+		ResumeWindow:        Duration(DefaultResumeWindow),
 		Log:                 Log{Level: "info", Format: "json"},
+	}
+}
+
+// DefaultServer is a server entry before its keys are decoded into it: the
+// defaults of the keys a file may leave out. An entry built elsewhere (the
+// admin API) starts from it before ValidateServer.
+func DefaultServer() Server {
+	return Server{
+		SessionMode: SessionShared,
+		Pool:        Pool{Max: DefaultPoolMax, IdleTimeout: Duration(DefaultPoolIdle)},
+		Restart: Restart{
+			MaxAttempts:    DefaultRestartAttempts,
+			InitialBackoff: Duration(DefaultRestartBackoff),
+			MaxBackoff:     Duration(DefaultRestartMaxBackoff),
+		},
+	}
+}
+
+// setDefaults fills the server keys whose zero value, written in the file,
+// means the default: session_mode "" (SessionShared) and
+// restart.max_attempts 0 (DefaultRestartAttempts).
+func (s *Server) setDefaults() {
+	if s.SessionMode == "" {
+		s.SessionMode = SessionShared
+	}
+	if s.Restart.MaxAttempts == 0 {
+		s.Restart.MaxAttempts = DefaultRestartAttempts
 	}
 }
 
@@ -454,9 +483,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 }
 
 // decodeServer decodes, expands and validates the i'th entry of servers,
-// under the gateway's naming settings. Its problems are not Fatal.
+// under the gateway's naming settings, over defaultServer. Its problems are
+// not Fatal.
 func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv func(string) (string, bool)) (Server, Problems) {
-	var s Server
+	s := DefaultServer()
 	base := serverPath(i, "")
 	sd := &decoder{budget: d.budget}
 	if n = resolve(n); isNull(n) {
@@ -471,6 +501,7 @@ func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv fun
 	for _, kv := range sd.pairs(n, base) {
 		sd.field(kv, sv, base)
 	}
+	s.setDefaults()
 
 	// The name is known only now: put it into the paths of the problems so far.
 	path := serverPath(i, s.Name)

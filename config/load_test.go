@@ -66,12 +66,21 @@ var badFixtures = []struct {
 			fatal("page-size", `unknown key (did you mean "page_size"?)`),
 			fatal("naming.prefx", `unknown key (did you mean "prefix"?)`),
 			fatal("resources.namespaces", `unknown key (did you mean "namespace"?)`),
+			fatal("input_timout", `unknown key (did you mean "input_timeout"?)`),
+			fatal("resume-window", `unknown key (did you mean "resume_window"?)`),
 			skipped("files", `servers[0] (name "files").comand`, `unknown key (did you mean "command"?)`),
 			skipped("files", `servers[0] (name "files").tools.alow`, `unknown key (did you mean "allow"?)`),
 			skipped("files", `servers[0] (name "files").command`, "missing; a stdio server needs the command to run"),
 			skipped("search", `servers[1] (name "search").apiKey`, `unknown key (did you mean "api_key"?)`),
 			skipped("search", `servers[1] (name "search").tls`, "unknown key"),
 			skipped("search", `servers[1] (name "search").tools.descibe`, `unknown key (did you mean "describe"?)`),
+			skipped("relay", `servers[2] (name "relay").sesion_mode`, `unknown key (did you mean "session_mode"?)`),
+			skipped("relay", `servers[2] (name "relay").singleUser`, `unknown key (did you mean "single_user"?)`),
+			skipped("relay", `servers[2] (name "relay").pool.maxx`, `unknown key (did you mean "max"?)`),
+			skipped("relay", `servers[2] (name "relay").restart.max_attempt`, `unknown key (did you mean "max_attempts"?)`),
+			skipped("relay", `servers[2] (name "relay").restart.backoff`, "unknown key"),
+			skipped("relay", `servers[2] (name "relay").roots[0].url`, `unknown key (did you mean "uri"?)`),
+			skipped("relay", `servers[2] (name "relay").forward_notification`, `unknown key (did you mean "forward_notifications"?)`),
 		},
 		wantServers: []string{"ok"},
 	},
@@ -101,6 +110,13 @@ var badFixtures = []struct {
 			skipped("web", `servers[3] (name "web").headers`, "must be a mapping of names to values, not a list"),
 			skipped("web", `servers[3] (name "web").tools.allow`, "must be a list, not a string"),
 			skipped("web", `servers[3] (name "web").tools.rename`, "must be a mapping of names to values, not a list"),
+			skipped("relay", `servers[4] (name "relay").session_mode`, "must be a string, not a list"),
+			skipped("relay", `servers[4] (name "relay").single_user`, "must be true or false, not a string"),
+			skipped("relay", `servers[4] (name "relay").serialize`, "must be true or false, not a number"),
+			skipped("relay", `servers[4] (name "relay").pool`, "must be a mapping of keys to values, not a number"),
+			skipped("relay", `servers[4] (name "relay").restart.max_attempts`, "must be a whole number, not a string"),
+			skipped("relay", `servers[4] (name "relay").roots`, "must be a list, not a mapping"),
+			skipped("relay", `servers[4] (name "relay").forward_notifications`, "must be true or false, not a string"),
 		},
 		wantServers: []string{"ok"},
 	},
@@ -167,6 +183,34 @@ var badFixtures = []struct {
 		wantServers: []string{"ok"},
 	},
 	{
+		name: "relay.bad.yaml",
+		want: Problems{
+			fatal("input_timeout", "must be more than 0"),
+			fatal("resume_window", "must be at most 1h0m0s"),
+			skipped("mode-typo", `servers[0] (name "mode-typo").session_mode`, `"per_user" is not one of shared, per_principal, per_session`),
+			skipped("mode-case", `servers[1] (name "mode-case").session_mode`, `"Shared" is not one of shared, per_principal, per_session`),
+			skipped("single-per-principal", `servers[2] (name "single-per-principal").single_user`, "only goes with session_mode shared: a per_principal server never shares an upstream session between users"),
+			skipped("single-per-session", `servers[3] (name "single-per-session").single_user`, "only goes with session_mode shared: a per_session server never shares an upstream session between users"),
+			skipped("pool-low", `servers[4] (name "pool-low").pool.max`, "must be from 1 to 10000"),
+			skipped("pool-low", `servers[4] (name "pool-low").pool.idle_timeout`, "must be more than 0"),
+			skipped("pool-high", `servers[5] (name "pool-high").pool.max`, "must be from 1 to 10000"),
+			skipped("pool-high", `servers[5] (name "pool-high").pool.idle_timeout`, "must be more than 0"),
+			skipped("restart-values", `servers[6] (name "restart-values").restart.max_attempts`, "must be at least -1 (-1 never restarts the server; 0 means the default, 20)"),
+			skipped("restart-values", `servers[6] (name "restart-values").restart.initial_backoff`, "must be more than 0"),
+			skipped("restart-values", `servers[6] (name "restart-values").restart.max_backoff`, "must be more than 0"),
+			skipped("restart-order", `servers[7] (name "restart-order").restart.initial_backoff`, "must be at most restart.max_backoff (30s)"),
+			skipped("roots", `servers[8] (name "roots").roots[0].uri`, `missing; a root is a file:// URI, like "file:///srv/project"`),
+			skipped("roots", `servers[8] (name "roots").roots[1].uri`, `"/srv/project" is not a file:// URI (MCP roots are file URIs), like "file:///srv/project"`),
+			skipped("roots", `servers[8] (name "roots").roots[2].uri`, `"https://example.com/project" is not a file:// URI (MCP roots are file URIs), like "file:///srv/project"`),
+			skipped("roots", `servers[8] (name "roots").roots[3].uri`, `"file:srv/project" is not a file:// URI (MCP roots are file URIs), like "file:///srv/project"`),
+			skipped("roots", `servers[8] (name "roots").roots[4].uri`, `"file://%zz/project" is not a valid URI`),
+			skipped("roots", `servers[8] (name "roots").roots[5].uri`, `"file://fileserver" has no path; a root names a directory, like "file:///srv/project"`),
+			skipped("roots", `servers[8] (name "roots").roots[6].uri`, `"file:///srv/project?recursive=1" must not have a query or fragment`),
+			skipped("roots", `servers[8] (name "roots").roots[7].uri`, `"file:///srv/project#top" must not have a query or fragment`),
+		},
+		wantServers: []string{"ok", "ok-shared"},
+	},
+	{
 		name: "public_url.bad.yaml",
 		want: Problems{fatal("public_url", "must start with http:// or https://")},
 	},
@@ -180,7 +224,12 @@ var badFixtures = []struct {
 			fatal("max_response_body", `"1.5MiB" is not a whole number; use a smaller unit, like "1536KiB" for 1.5MiB`),
 			fatal("sessions.idle_timeout", `must be a duration like "90s" or "2m", not true or false`),
 			fatal("list_changed_debounce", `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
+			fatal("input_timeout", `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
+			fatal("resume_window", `"five minutes" is not a duration; write one with a unit, like "90s" or "2m"`),
 			skipped("slow", `servers[0] (name "slow").timeout`, `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
+			skipped("slow", `servers[0] (name "slow").pool.idle_timeout`, `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
+			skipped("slow", `servers[0] (name "slow").restart.initial_backoff`, `must be a duration with a unit, like "90s" or "2m" (a bare number has no unit)`),
+			skipped("slow", `servers[0] (name "slow").restart.max_backoff`, `"30 s" is not a duration; write one with a unit, like "90s" or "2m"`),
 		},
 	},
 	{
@@ -318,6 +367,8 @@ var goodFixtures = []struct {
 			PageSize:            0,
 			ListChangedDebounce: Duration(500 * time.Millisecond),
 			Resources:           Resources{Namespace: "auto"},
+			InputTimeout:        Duration(5 * time.Minute),
+			ResumeWindow:        Duration(5 * time.Minute),
 			Admin:               Admin{Tokens: []string{}},
 			Log:                 Log{Level: "info", Format: "json"},
 			Servers: []Server{
@@ -336,21 +387,34 @@ var goodFixtures = []struct {
 						Rename:   map[string]string{"search_files": "find_files"},
 						Describe: map[string]string{"search_files": "Find files under /srv/shared by name."},
 					},
+					SessionMode: "per_principal",
+					Pool:        Pool{Max: 20, IdleTimeout: Duration(10 * time.Minute)},
+					Serialize:   true,
+					Restart:     Restart{MaxAttempts: 20, InitialBackoff: Duration(500 * time.Millisecond), MaxBackoff: Duration(30 * time.Second)},
+					Roots:       []Root{{URI: "file:///srv/shared", Name: "Shared files"}},
 				},
 				{
-					Name:      "search",
-					Transport: "http",
-					URL:       "https://search.example.com/mcp",
-					APIKey:    "search-key",
-					Headers:   map[string]string{"X-Team": "platform"},
-					Naming:    ServerNaming{PrefixMode: "on_collision"},
-					Resources: ServerResources{Namespace: "always"},
+					Name:                 "search",
+					Transport:            "http",
+					URL:                  "https://search.example.com/mcp",
+					APIKey:               "search-key",
+					Headers:              map[string]string{"X-Team": "platform"},
+					Naming:               ServerNaming{PrefixMode: "on_collision"},
+					Resources:            ServerResources{Namespace: "always"},
+					SessionMode:          "shared",
+					SingleUser:           true,
+					ForwardNotifications: true,
+					Pool:                 Pool{Max: 100, IdleTimeout: Duration(10 * time.Minute)},
+					Restart:              Restart{MaxAttempts: 20, InitialBackoff: Duration(500 * time.Millisecond), MaxBackoff: Duration(30 * time.Second)},
 				},
 				{
-					Name:      "legacy-notes",
-					Transport: "sse",
-					URL:       "http://127.0.0.1:3001/sse",
-					Enabled:   ptr(false),
+					Name:        "legacy-notes",
+					Transport:   "sse",
+					URL:         "http://127.0.0.1:3001/sse",
+					Enabled:     ptr(false),
+					SessionMode: "shared",
+					Pool:        Pool{Max: 100, IdleTimeout: Duration(10 * time.Minute)},
+					Restart:     Restart{MaxAttempts: 20, InitialBackoff: Duration(500 * time.Millisecond), MaxBackoff: Duration(30 * time.Second)},
 				},
 			},
 		},
@@ -443,9 +507,29 @@ func defaultsFor(publicURL string) *Config {
 	return c
 }
 
+// withServers returns c with the servers ss, each given the defaults of
+// the keys it leaves out (see defaulted).
 func withServers(c *Config, ss ...Server) *Config {
-	c.Servers = ss
+	for _, s := range ss {
+		c.Servers = append(c.Servers, defaulted(s))
+	}
 	return c
+}
+
+// defaulted returns s with the defaults Parse gives a server entry where
+// session_mode, pool or restart is left out.
+func defaulted(s Server) Server {
+	d := DefaultServer()
+	if s.SessionMode == "" {
+		s.SessionMode = d.SessionMode
+	}
+	if s.Pool == (Pool{}) {
+		s.Pool = d.Pool
+	}
+	if s.Restart == (Restart{}) {
+		s.Restart = d.Restart
+	}
+	return s
 }
 
 func TestParse_Defaults(t *testing.T) {
@@ -465,6 +549,8 @@ func TestParse_Defaults(t *testing.T) {
 				c.PageSize = 0
 				c.ListChangedDebounce = Duration(500 * time.Millisecond)
 				c.Resources = Resources{Namespace: "auto"}
+				c.InputTimeout = Duration(5 * time.Minute)
+				c.ResumeWindow = Duration(5 * time.Minute)
 				return c
 			}(),
 		},
@@ -576,14 +662,83 @@ func TestParse_Defaults(t *testing.T) {
 			want: func() *Config {
 				c := defaultsFor("http://127.0.0.1:8080")
 				c.Naming.MaxLength = 20
-				c.Servers = []Server{{
+				c.Servers = []Server{defaulted(Server{
 					Name: "web", Transport: "http", URL: "https://web.example.com/mcp",
 					Naming:    ServerNaming{PrefixMode: "never"},
 					Resources: ServerResources{Namespace: "never"},
 					Tools:     ToolOptions{Allow: []string{}, Rename: map[string]string{"search": "web_search_exactly20"}},
+				})}
+				return c
+			}(),
+		},
+		{
+			// Written out rather than taken from defaultServer, so that a
+			// changed default shows here.
+			name: "a server's defaults",
+			yaml: "servers:\n  - {name: files, transport: stdio, command: mcp-files}\n",
+			want: func() *Config {
+				c := defaultsFor("http://127.0.0.1:8080")
+				c.Servers = []Server{{
+					Name: "files", Transport: "stdio", Command: "mcp-files",
+					SessionMode: "shared",
+					Pool:        Pool{Max: 100, IdleTimeout: Duration(10 * time.Minute)},
+					Restart:     Restart{MaxAttempts: 20, InitialBackoff: Duration(500 * time.Millisecond), MaxBackoff: Duration(30 * time.Second)},
 				}}
 				return c
 			}(),
+		},
+		{
+			name: `session_mode "", restart.max_attempts 0 and empty keys take the defaults`,
+			yaml: "servers:\n  - name: files\n    transport: stdio\n    command: mcp-files\n    session_mode: ''\n    pool:\n    restart: {max_attempts: 0, max_backoff: }\n    roots:\n",
+			want: withServers(defaultsFor("http://127.0.0.1:8080"), Server{Name: "files", Transport: "stdio", Command: "mcp-files"}),
+		},
+		{
+			name: "a partial pool and restart keep the other defaults",
+			yaml: "servers:\n  - {name: files, transport: stdio, command: mcp-files, pool: {max: 5}, restart: {max_backoff: 1m}}\n",
+			want: withServers(defaultsFor("http://127.0.0.1:8080"), Server{
+				Name: "files", Transport: "stdio", Command: "mcp-files",
+				Pool:    Pool{Max: 5, IdleTimeout: Duration(DefaultPoolIdle)},
+				Restart: Restart{MaxAttempts: DefaultRestartAttempts, InitialBackoff: Duration(DefaultRestartBackoff), MaxBackoff: Duration(time.Minute)},
+			}),
+		},
+		{
+			name: "relay keys at their upper bounds",
+			yaml: "input_timeout: 1h\nresume_window: 1h\nservers:\n  - {name: files, transport: stdio, command: mcp-files, session_mode: per_session, pool: {max: 10000, idle_timeout: 24h}, restart: {max_attempts: 1000000, initial_backoff: 1h, max_backoff: 1h}}\n",
+			want: func() *Config {
+				c := withServers(defaultsFor("http://127.0.0.1:8080"), Server{
+					Name: "files", Transport: "stdio", Command: "mcp-files",
+					SessionMode: "per_session",
+					Pool:        Pool{Max: 10000, IdleTimeout: Duration(24 * time.Hour)},
+					Restart:     Restart{MaxAttempts: 1000000, InitialBackoff: Duration(time.Hour), MaxBackoff: Duration(time.Hour)},
+				})
+				c.InputTimeout = Duration(time.Hour)
+				c.ResumeWindow = Duration(time.Hour)
+				return c
+			}(),
+		},
+		{
+			name: "relay keys at their lower bounds",
+			yaml: "input_timeout: 1ns\nresume_window: 1ns\nservers:\n  - {name: files, transport: stdio, command: mcp-files, session_mode: per_principal, pool: {max: 1, idle_timeout: 1ns}, restart: {max_attempts: -1, initial_backoff: 1ns, max_backoff: 1ns}}\n",
+			want: func() *Config {
+				c := withServers(defaultsFor("http://127.0.0.1:8080"), Server{
+					Name: "files", Transport: "stdio", Command: "mcp-files",
+					SessionMode: "per_principal",
+					Pool:        Pool{Max: 1, IdleTimeout: 1},
+					Restart:     Restart{MaxAttempts: -1, InitialBackoff: 1, MaxBackoff: 1},
+				})
+				c.InputTimeout = 1
+				c.ResumeWindow = 1
+				return c
+			}(),
+		},
+		{
+			name: "single_user, serialize, roots and forward_notifications",
+			yaml: "servers:\n  - name: web\n    transport: http\n    url: https://web.example.com/mcp\n    single_user: true\n    serialize: true\n    forward_notifications: true\n    roots:\n      - uri: file:///\n      - {uri: \"FILE://localhost/C:/Users/me%20too\", name: Me}\n",
+			want: withServers(defaultsFor("http://127.0.0.1:8080"), Server{
+				Name: "web", Transport: "http", URL: "https://web.example.com/mcp",
+				SingleUser: true, Serialize: true, ForwardNotifications: true,
+				Roots: []Root{{URI: "file:///"}, {URI: "FILE://localhost/C:/Users/me%20too", Name: "Me"}},
+			}),
 		},
 	}
 	for _, tt := range tests {

@@ -78,15 +78,18 @@ const (
 	maxMaxNameLength       = 128 // the spec's limit on a tool name
 	maxPageSize            = 10000
 	maxListChangedDebounce = time.Minute
+	maxClientWait          = time.Hour // input_timeout, resume_window
+	maxPoolMax             = 10000
 )
 
-// The accepted values of Log.Level, Log.Format, the prefix modes and the
-// namespace modes.
+// The accepted values of Log.Level, Log.Format, the prefix modes, the
+// namespace modes and the session modes.
 var (
-	logLevels   = []string{"debug", "info", "warn", "error"}
-	logFormats  = []string{"json", "text"}
-	prefixModes = []string{PrefixAlways, PrefixOnCollision, PrefixNever}
-	namespaces  = []string{NamespaceAuto, NamespaceAlways, NamespaceNever}
+	logLevels    = []string{"debug", "info", "warn", "error"}
+	logFormats   = []string{"json", "text"}
+	prefixModes  = []string{PrefixAlways, PrefixOnCollision, PrefixNever}
+	namespaces   = []string{NamespaceAuto, NamespaceAlways, NamespaceNever}
+	sessionModes = []string{SessionShared, SessionPerPrincipal, SessionPerSession}
 )
 
 // validate checks a whole Config as Parse leaves it: the gateway settings
@@ -213,6 +216,20 @@ func (c *Config) validateGateway() Problems {
 	if !slices.Contains(namespaces, c.Resources.Namespace) {
 		add("resources.namespace", "%q is not one of %s", c.Resources.Namespace, strings.Join(namespaces, ", "))
 	}
+	for _, d := range []struct {
+		path string
+		d    Duration
+	}{
+		{"input_timeout", c.InputTimeout},
+		{"resume_window", c.ResumeWindow},
+	} {
+		switch {
+		case d.d <= 0:
+			add(d.path, "must be more than 0")
+		case d.d > Duration(maxClientWait):
+			add(d.path, "must be at most %s", Duration(maxClientWait))
+		}
+	}
 	for i, t := range c.Admin.Tokens {
 		if !validTokenHash(t) {
 			// Never show t: it may be the token itself, pasted by mistake.
@@ -234,6 +251,10 @@ func (c *Config) validateGateway() Problems {
 // most global.MaxLength long (DefaultMaxNameLength if zero). It does not
 // check that the name is unused, nor that a new name of a tool is unused by
 // other servers. Its problems are not Fatal.
+//
+// s is an entry as Parse leaves it, with the defaults filled in: a zero
+// pool.max or backoff is a problem, while session_mode "" (shared) and
+// restart.max_attempts 0 (the default) are not.
 func ValidateServer(s *Server, path string, global Naming) Problems {
 	var ps Problems
 	addAt := func(p, format string, args ...any) {
@@ -345,7 +366,62 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 		addAt(join(join(path, "resources"), "namespace"), "%q is not one of %s (or leave it out for the gateway's resources.namespace)", m, strings.Join(namespaces, ", "))
 	}
 	ps = append(ps, validateTools(s.Tools, join(path, "tools"), global, s.Name)...)
+
+	switch m := s.SessionMode; {
+	case m != "" && !slices.Contains(sessionModes, m):
+		add("session_mode", "%q is not one of %s", m, strings.Join(sessionModes, ", "))
+	case m != "" && m != SessionShared && s.SingleUser:
+		// A per_principal or per_session upstream session is only ever
+		// used by one principal: there is no sharing to declare.
+		add("single_user", "only goes with session_mode %s: a %s server never shares an upstream session between users", SessionShared, m)
+	}
+	pool := join(path, "pool")
+	if s.Pool.Max < 1 || s.Pool.Max > maxPoolMax {
+		addAt(join(pool, "max"), "must be from 1 to %d", maxPoolMax)
+	}
+	if s.Pool.IdleTimeout <= 0 {
+		addAt(join(pool, "idle_timeout"), "must be more than 0")
+	}
+	restart := join(path, "restart")
+	if s.Restart.MaxAttempts < -1 {
+		addAt(join(restart, "max_attempts"), "must be at least -1 (-1 never restarts the server; 0 means the default, %d)", DefaultRestartAttempts)
+	}
+	if s.Restart.InitialBackoff <= 0 {
+		addAt(join(restart, "initial_backoff"), "must be more than 0")
+	}
+	if s.Restart.MaxBackoff <= 0 {
+		addAt(join(restart, "max_backoff"), "must be more than 0")
+	} else if s.Restart.InitialBackoff > s.Restart.MaxBackoff {
+		addAt(join(restart, "initial_backoff"), "must be at most restart.max_backoff (%s)", s.Restart.MaxBackoff)
+	}
+	for i, r := range s.Roots {
+		if msg := checkRootURI(r.URI); msg != "" {
+			addAt(fmt.Sprintf("%s[%d].uri", join(path, "roots"), i), "%s", msg)
+		}
+	}
 	return ps
+}
+
+// checkRootURI returns what is wrong with the uri of a configured root, or
+// "". MCP roots are file:// URIs (spec, client/roots).
+func checkRootURI(s string) string {
+	const example = `like "file:///srv/project"`
+	if s == "" {
+		return "missing; a root is a file:// URI, " + example
+	}
+	if len(s) < len("file://") || !strings.EqualFold(s[:len("file://")], "file://") {
+		return fmt.Sprintf("%q is not a file:// URI (MCP roots are file URIs), %s", s, example)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%q is not a valid URI", s)
+	case strings.ContainsAny(s, "?#"):
+		return fmt.Sprintf("%q must not have a query or fragment", s)
+	case u.Path == "":
+		return fmt.Sprintf("%q has no path; a root names a directory, %s", s, example)
+	}
+	return ""
 }
 
 // validateTools checks a server's tools options; at is their key path and

@@ -12,7 +12,8 @@ func TestValidateServer(t *testing.T) {
 	stdio := func(name string) Server { return Server{Name: name, Transport: "stdio", Command: "mcp-x"} }
 	tests := []struct {
 		name   string
-		server Server
+		server Server // given the defaults of pool and restart where zero, unless asIs
+		asIs   bool
 		path   string
 		naming Naming // the gateway's
 		want   Problems
@@ -144,10 +145,68 @@ func TestValidateServer(t *testing.T) {
 				{Path: "servers[0].tools.describe.empty", Message: "must not be empty; leave the tool out to keep the server's own description", Server: "web"},
 			},
 		},
+		{
+			name: "relay keys",
+			server: Server{
+				Name: "web", Transport: "http", URL: "https://x.example.com",
+				SessionMode: SessionPerSession, Serialize: true, ForwardNotifications: true,
+				Pool:    Pool{Max: 1, IdleTimeout: 1},
+				Restart: Restart{MaxAttempts: -1, InitialBackoff: Duration(time.Second), MaxBackoff: Duration(time.Second)},
+				Roots:   []Root{{URI: "file:///srv"}, {URI: "file://localhost/C:/Users/me", Name: "Me"}, {URI: "File:///x%20y"}},
+			},
+		},
+		{
+			// "" is shared and a max_attempts of 0 the default, as in the file.
+			name:   "single_user with the zero session_mode; zero max_attempts",
+			server: Server{Name: "web", Transport: "http", URL: "https://x.example.com", SingleUser: true, Restart: Restart{InitialBackoff: 1, MaxBackoff: 1}},
+		},
+		{
+			name:   "zero pool and restart, without the defaults Parse fills in",
+			server: Server{Name: "files", Transport: "stdio", Command: "x"},
+			asIs:   true,
+			want: Problems{
+				{Path: "pool.max", Message: "must be from 1 to 10000", Server: "files"},
+				{Path: "pool.idle_timeout", Message: "must be more than 0", Server: "files"},
+				{Path: "restart.initial_backoff", Message: "must be more than 0", Server: "files"},
+				{Path: "restart.max_backoff", Message: "must be more than 0", Server: "files"},
+			},
+		},
+		{
+			name: "every rule of the relay keys",
+			server: Server{
+				Name: "files", Transport: "stdio", Command: "x",
+				SessionMode: SessionPerPrincipal, SingleUser: true,
+				Pool:    Pool{Max: 10001, IdleTimeout: -1},
+				Restart: Restart{MaxAttempts: -2, InitialBackoff: Duration(2 * time.Second), MaxBackoff: Duration(time.Second)},
+				Roots:   []Root{{Name: "no uri"}, {URI: "file:x"}, {URI: "file://a b/"}, {URI: "file://host"}, {URI: "file:///x?"}},
+			},
+			path: "servers[3]",
+			want: Problems{
+				{Path: "servers[3].single_user", Message: "only goes with session_mode shared: a per_principal server never shares an upstream session between users", Server: "files"},
+				{Path: "servers[3].pool.max", Message: "must be from 1 to 10000", Server: "files"},
+				{Path: "servers[3].pool.idle_timeout", Message: "must be more than 0", Server: "files"},
+				{Path: "servers[3].restart.max_attempts", Message: "must be at least -1 (-1 never restarts the server; 0 means the default, 20)", Server: "files"},
+				{Path: "servers[3].restart.initial_backoff", Message: "must be at most restart.max_backoff (1s)", Server: "files"},
+				{Path: "servers[3].roots[0].uri", Message: `missing; a root is a file:// URI, like "file:///srv/project"`, Server: "files"},
+				{Path: "servers[3].roots[1].uri", Message: `"file:x" is not a file:// URI (MCP roots are file URIs), like "file:///srv/project"`, Server: "files"},
+				{Path: "servers[3].roots[2].uri", Message: `"file://a b/" is not a valid URI`, Server: "files"},
+				{Path: "servers[3].roots[3].uri", Message: `"file://host" has no path; a root names a directory, like "file:///srv/project"`, Server: "files"},
+				{Path: "servers[3].roots[4].uri", Message: `"file:///x?" must not have a query or fragment`, Server: "files"},
+			},
+		},
+		{
+			name:   "an unknown session_mode hides the single_user rule",
+			server: Server{Name: "files", Transport: "stdio", Command: "x", SessionMode: "exclusive", SingleUser: true},
+			want:   Problems{{Path: "session_mode", Message: `"exclusive" is not one of shared, per_principal, per_session`, Server: "files"}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateServer(&tt.server, tt.path, tt.naming)
+			s := tt.server
+			if !tt.asIs {
+				s = defaulted(s)
+			}
+			got := ValidateServer(&s, tt.path, tt.naming)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ValidateServer (-want +got):\n%s", diff)
 			}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,7 +81,12 @@ type transport interface {
 var errSessionExpired = errors.New("upstream session expired")
 
 // CallHooks receive what a server sends that belongs to one call: over
-// streamable HTTP, the messages on that call's POST stream.
+// streamable HTTP, the messages on that call's POST stream; over stdio and
+// legacy SSE, a progress notification with the call's progress token, and
+// any other request or call-scoped notification while this is the only
+// call in flight with hooks (see Client.hooksFor). A caller that cannot
+// relay anything should pass nil hooks, so as not to make other calls'
+// messages ambiguous.
 type CallHooks struct {
 	// Notify receives notifications tied to the call (progress, log
 	// messages). Nil drops them.
@@ -125,7 +131,26 @@ type ClientOptions struct {
 	// StopGrace is how long a stdio child gets after its stdin closes, and
 	// again after SIGTERM, before it is killed. If zero, 3s.
 	StopGrace time.Duration
+	// OnLog receives the lines of the server's own log (the Manager writes
+	// them to the server's log file): each stderr line of a stdio server
+	// (tag "stderr"), every notifications/message the server sends, to a
+	// call or not (tag: its level), and the client's lifecycle (tag
+	// "lifecycle": initialized, session expired). It is called from the
+	// transport's reading goroutines and must not block for long. Nil
+	// drops them.
+	OnLog func(tag, text string)
+	// StreamIdleTimeout is how long the streamable-HTTP GET stream may stay
+	// silent (no event) before it is opened again: a proxy may have cut it
+	// without telling either end. If zero, 5m; negative never re-opens a
+	// silent stream.
+	StreamIdleTimeout time.Duration
 }
+
+// Tags of ClientOptions.OnLog that are not a log level.
+const (
+	TagStderr    = "stderr"
+	TagLifecycle = "lifecycle"
+)
 
 // Client is a JSON-RPC client of one upstream server. It is safe for
 // concurrent use. Create it with NewStdio, NewHTTP or NewSSE, then Connect.
@@ -142,17 +167,24 @@ type Client struct {
 
 	mu       sync.Mutex
 	pending  map[string]*call // by our request id
+	hooked   int              // pending calls with hooks
 	init     *InitializeResult
 	initGen  int // handshake generation, to re-initialize only once per expiry
 	initMu   sync.Mutex
 	closed   bool
 	closeErr error
+	// subs and level are what the session holds on the server: the URIs
+	// subscribed and the last level set through this client, replayed
+	// after the client initializes again (PROTOCOL.md point 11).
+	subs  map[string]bool
+	level string
 }
 
 // call is one request of ours waiting for its response.
 type call struct {
-	hooks *CallHooks
-	resp  chan *jsonrpc.Message // buffered 1
+	hooks    *CallHooks
+	progress string                // raw params._meta.progressToken, "" if none
+	resp     chan *jsonrpc.Message // buffered 1
 }
 
 // InitializeResult is what the server answered to initialize, kept raw where
@@ -172,7 +204,23 @@ func newClient(opts ClientOptions, t transport) *Client {
 	if opts.Name != "" {
 		logger = logger.With("server", opts.Name)
 	}
-	return &Client{opts: opts, logger: logger, t: t, pending: make(map[string]*call)}
+	return &Client{opts: opts, logger: logger, t: t, pending: make(map[string]*call), subs: make(map[string]bool)}
+}
+
+// lifecycle writes a line of the client's lifecycle to OnLog.
+func (c *Client) lifecycle(format string, args ...any) {
+	if c.opts.OnLog != nil {
+		c.opts.OnLog(TagLifecycle, fmt.Sprintf(format, args...))
+	}
+}
+
+// requestStreams reports whether the transport ties what the server sends
+// about a request to that request (streamable HTTP: the POST's stream).
+// Over stdio and legacy SSE everything arrives on one channel, so the
+// Client attributes by other means (see receive).
+func (c *Client) requestStreams() bool {
+	rs, ok := c.t.(interface{ requestStreams() bool })
+	return ok && rs.requestStreams()
 }
 
 // Connect starts the transport and runs the initialize handshake, bounded by
@@ -235,6 +283,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	c.init = &res
 	c.initGen++
 	c.mu.Unlock()
+	c.lifecycle("initialized (protocol %s)", res.ProtocolVersion)
 	return nil
 }
 
@@ -256,6 +305,10 @@ func (c *Client) Err() error { return c.t.err() }
 // server is returned as a *jsonrpc.Error. When ctx ends first, the server is
 // sent notifications/cancelled with the request's id (reason "timeout" for a
 // deadline) and the late response is dropped.
+//
+// A successful resources/subscribe or resources/unsubscribe, and
+// logging/setLevel, are remembered, so that they are sent again when the
+// client has to initialize a new session (see Subscriptions and LogLevel).
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
 	c.mu.Lock()
 	gen := c.initGen
@@ -268,11 +321,81 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		}
 		raw, err = c.roundTrip(ctx, method, params, hooks)
 	}
+	if err == nil {
+		c.remember(method, params)
+	}
 	return raw, err
 }
 
+// remember records what a successful request changed in the session.
+func (c *Client) remember(method string, params json.RawMessage) {
+	switch method {
+	case "resources/subscribe", "resources/unsubscribe":
+		uri, ok := rawjson.String(params, "uri")
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		if method == "resources/subscribe" {
+			c.subs[uri] = true
+		} else {
+			delete(c.subs, uri)
+		}
+		c.mu.Unlock()
+	case "logging/setLevel":
+		if level, ok := rawjson.String(params, "level"); ok {
+			c.mu.Lock()
+			c.level = level
+			c.mu.Unlock()
+		}
+	}
+}
+
+// Subscriptions returns the URIs subscribed through the client and not
+// unsubscribed since, sorted.
+func (c *Client) Subscriptions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.subs))
+	for uri := range c.subs {
+		out = append(out, uri)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LogLevel returns the last level set through the client
+// (logging/setLevel), or "".
+func (c *Client) LogLevel() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.level
+}
+
+// Restore sends resources/subscribe for each of subs and, when level is
+// not empty, logging/setLevel: what the session of an earlier client of
+// the same server held, for a client that replaces it (a restart). It
+// tries them all and returns what failed.
+func (c *Client) Restore(ctx context.Context, subs []string, level string) error {
+	var errs []error
+	for _, uri := range subs {
+		params, _ := json.Marshal(map[string]string{"uri": uri})
+		if _, err := c.Call(ctx, "resources/subscribe", params, nil); err != nil {
+			errs = append(errs, fmt.Errorf("resources/subscribe: %w", err))
+		}
+	}
+	if level != "" {
+		params, _ := json.Marshal(map[string]string{"level": level})
+		if _, err := c.Call(ctx, "logging/setLevel", params, nil); err != nil {
+			errs = append(errs, fmt.Errorf("logging/setLevel: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // reinitialize runs the handshake again unless another caller already did
-// since generation gen.
+// since generation gen, then replays the session's subscriptions and log
+// level.
 func (c *Client) reinitialize(ctx context.Context, gen int) error {
 	c.initMu.Lock()
 	defer c.initMu.Unlock()
@@ -282,26 +405,66 @@ func (c *Client) reinitialize(ctx context.Context, gen int) error {
 	if cur != gen {
 		return nil
 	}
+	c.lifecycle("session expired; initializing again")
 	if err := c.initialize(ctx); err != nil {
+		c.lifecycle("initializing again failed: %v", err)
 		return fmt.Errorf("initializing again after the session expired: %w", err)
 	}
+	c.replay(ctx)
 	return nil
+}
+
+// replay sends the remembered subscriptions and level to a new session.
+// Failures are logged: the call that found the session expired goes on.
+func (c *Client) replay(ctx context.Context) {
+	c.mu.Lock()
+	level := c.level
+	c.mu.Unlock()
+	subs := c.Subscriptions()
+	if len(subs) == 0 && level == "" {
+		return
+	}
+	var errs []error
+	for _, uri := range subs {
+		params, _ := json.Marshal(map[string]string{"uri": uri})
+		if _, err := c.roundTrip(ctx, "resources/subscribe", params, nil); err != nil {
+			errs = append(errs, fmt.Errorf("resources/subscribe: %w", err))
+		}
+	}
+	if level != "" {
+		params, _ := json.Marshal(map[string]string{"level": level})
+		if _, err := c.roundTrip(ctx, "logging/setLevel", params, nil); err != nil {
+			errs = append(errs, fmt.Errorf("logging/setLevel: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.logger.Warn("restoring the session's subscriptions and log level failed", "err", err)
+		c.lifecycle("restoring %d subscriptions and log level %q failed: %v", len(subs), level, err)
+		return
+	}
+	c.lifecycle("restored %d subscriptions and log level %q", len(subs), level)
 }
 
 // roundTrip sends one request under a fresh id and waits for its response.
 func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
 	id := jsonrpc.IntID(c.nextID.Add(1))
-	pc := &call{hooks: hooks, resp: make(chan *jsonrpc.Message, 1)}
+	pc := &call{hooks: hooks, progress: progressToken(params), resp: make(chan *jsonrpc.Message, 1)}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
 	c.pending[id.String()] = pc
+	if hooks != nil {
+		c.hooked++
+	}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.pending, id.String())
+		if hooks != nil {
+			c.hooked--
+		}
 		c.mu.Unlock()
 	}()
 
@@ -463,8 +626,11 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		default: // a duplicate response; the first one stands
 		}
 	case m.IsNotification():
+		if m.Method == "notifications/message" {
+			c.tapLog(m)
+		}
 		if callScoped(m.Method) {
-			if hooks := c.hooksFor(rel); hooks != nil && hooks.Notify != nil {
+			if hooks := c.hooksFor(rel, m); hooks != nil && hooks.Notify != nil {
 				hooks.Notify(m)
 				return
 			}
@@ -474,7 +640,7 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		}
 	case m.IsRequest():
 		h := c.opts.OnRequest
-		if hooks := c.hooksFor(rel); hooks != nil && hooks.Request != nil {
+		if hooks := c.hooksFor(rel, m); hooks != nil && hooks.Request != nil {
 			h = hooks.Request
 		}
 		if h == nil {
@@ -508,16 +674,112 @@ func callScoped(method string) bool {
 	return true
 }
 
-func (c *Client) hooksFor(rel related) *CallHooks {
-	if !rel.IsValid() {
-		return nil
-	}
+// hooksFor returns the hooks of the call that m belongs to, or nil (DESIGN
+// decision 5):
+//
+//   - rel names our request whose stream carried m (streamable HTTP): that
+//     call. A message on the HTTP GET stream belongs to no call.
+//   - Over stdio and legacy SSE nothing carries a relation: a progress
+//     notification belongs to the one call that sent its progressToken;
+//     anything else (a server request, a log message) to the only call in
+//     flight with hooks, when there is exactly one. With two or more the
+//     message is ambiguous and belongs to none: its request is answered by
+//     OnRequest, its notification goes to OnNotification.
+func (c *Client) hooksFor(rel related, m *jsonrpc.Message) *CallHooks {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if pc := c.pending[rel.String()]; pc != nil {
-		return pc.hooks
+	if rel.IsValid() {
+		if pc := c.pending[rel.String()]; pc != nil {
+			return pc.hooks
+		}
+		return nil
+	}
+	if c.hooked == 0 || c.requestStreams() {
+		return nil
+	}
+	if m.Method == "notifications/progress" {
+		if tok := progressToken(m.Params); tok != "" {
+			var found *call
+			for _, pc := range c.pending {
+				if pc.progress == tok {
+					if found != nil {
+						found = nil // two calls sent the same token
+						break
+					}
+					found = pc
+				}
+			}
+			if found != nil {
+				return found.hooks
+			}
+		}
+	}
+	if c.hooked != 1 {
+		return nil
+	}
+	for _, pc := range c.pending {
+		if pc.hooks != nil {
+			return pc.hooks
+		}
 	}
 	return nil
+}
+
+// progressToken returns the raw progress token of a request's params
+// (params._meta.progressToken) or of a progress notification's params
+// (params.progressToken), or "".
+func progressToken(params json.RawMessage) string {
+	if len(params) == 0 {
+		return ""
+	}
+	if tok, ok, _ := rawjson.Get(params, "progressToken"); ok {
+		return string(tok)
+	}
+	meta, ok, _ := rawjson.Get(params, "_meta")
+	if !ok {
+		return ""
+	}
+	if tok, ok, _ := rawjson.Get(meta, "progressToken"); ok {
+		return string(tok)
+	}
+	return ""
+}
+
+// logLevels are the levels of notifications/message (RFC 5424, as MCP
+// names them); a line with another level is tagged "log".
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// tapLog copies a notifications/message to OnLog: its data (the string, or
+// compact JSON) after its logger when it names one.
+func (c *Client) tapLog(m *jsonrpc.Message) {
+	if c.opts.OnLog == nil {
+		return
+	}
+	var p struct {
+		Level  string          `json:"level"`
+		Logger string          `json:"logger"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		return
+	}
+	tag := p.Level
+	if !slices.Contains(logLevels, tag) {
+		tag = "log"
+	}
+	var text string
+	if err := json.Unmarshal(p.Data, &text); err != nil {
+		var buf bytes.Buffer
+		if json.Compact(&buf, p.Data) == nil {
+			text = buf.String()
+		} else {
+			text = string(p.Data)
+		}
+	}
+	if p.Logger != "" {
+		text = p.Logger + ": " + text
+	}
+	c.opts.OnLog(tag, text)
 }
 
 // answer runs h for the server's request m and sends the response, bounded

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -24,6 +26,7 @@ type fakeTransport struct {
 	serve    func(t *fakeTransport, m *jsonrpc.Message) error
 	ch       chan struct{}
 	closeOne sync.Once
+	errv     error // why it ended, set before ch is closed
 }
 
 func newFake(serve func(t *fakeTransport, m *jsonrpc.Message) error) *fakeTransport {
@@ -36,10 +39,25 @@ func (f *fakeTransport) start(_ context.Context, recv func(*jsonrpc.Message, rel
 }
 
 func (f *fakeTransport) send(_ context.Context, m *jsonrpc.Message) error {
+	select {
+	case <-f.ch:
+		return &ConnectionError{Err: f.err()}
+	default:
+	}
 	f.mu.Lock()
 	f.sent = append(f.sent, m)
 	f.mu.Unlock()
 	return f.serve(f, m)
+}
+
+// die ends the transport by itself, as a process that exits.
+func (f *fakeTransport) die(err error) {
+	f.closeOne.Do(func() {
+		f.mu.Lock()
+		f.errv = err
+		f.mu.Unlock()
+		close(f.ch)
+	})
 }
 
 func (f *fakeTransport) negotiated(v string)   { f.version = v }
@@ -49,7 +67,11 @@ func (f *fakeTransport) close(context.Context) error {
 	return nil
 }
 func (f *fakeTransport) done() <-chan struct{} { return f.ch }
-func (f *fakeTransport) err() error            { return nil }
+func (f *fakeTransport) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.errv
+}
 
 func (f *fakeTransport) sentMethods() []string {
 	f.mu.Lock()
@@ -363,5 +385,230 @@ func TestClient_ListChangedOnCallStream(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(unsolicited, ",") != "notifications/tools/list_changed" || strings.Join(hooked, ",") != "notifications/message" {
 		t.Errorf("OnNotification got %v, the call's hooks got %v", unsolicited, hooked)
+	}
+}
+
+// streamsTransport is a fakeTransport that, like streamable HTTP, ties
+// what the server sends about a request to that request's stream.
+type streamsTransport struct{ *fakeTransport }
+
+func (streamsTransport) requestStreams() bool { return true }
+
+// TestClient_Attribution covers where a message with no related request
+// goes (DESIGN decision 5): over a transport without request streams
+// (stdio, legacy SSE), to the only call in flight with hooks, or by its
+// progress token; otherwise to OnNotification and OnRequest.
+func TestClient_Attribution(t *testing.T) {
+	tests := []struct {
+		name    string
+		streams bool     // the transport has request streams (HTTP)
+		calls   []string // progress tokens of the calls in flight ("-": no hooks, "": hooks, no token)
+		msg     *jsonrpc.Message
+		want    string // who got msg: "call 0", "call 1", "unattributed"
+	}{
+		{name: "request, one call", calls: []string{""}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "elicitation/create", nil), want: "call 0"},
+		{name: "request, two calls", calls: []string{"", ""}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "elicitation/create", nil), want: "unattributed"},
+		{name: "request, one call without hooks besides", calls: []string{"-", ""}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "call 1"},
+		{name: "request, no call", calls: nil, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "unattributed"},
+		{name: "request, only a call without hooks", calls: []string{"-"}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "unattributed"},
+		{name: "log message, one call", calls: []string{""}, msg: jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"info","data":"x"}`)), want: "call 0"},
+		{name: "log message, two calls", calls: []string{"", ""}, msg: jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"info","data":"x"}`)), want: "unattributed"},
+		{name: "progress by token", calls: []string{`"a"`, `7`}, msg: jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":7,"progress":1}`)), want: "call 1"},
+		{name: "progress with an unknown token, one call", calls: []string{`"a"`}, msg: jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":"b","progress":1}`)), want: "call 0"},
+		{name: "progress token shared by two calls", calls: []string{`"a"`, `"a"`}, msg: jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":"a","progress":1}`)), want: "unattributed"},
+		{name: "list change never goes to a call", calls: []string{""}, msg: jsonrpc.NewNotification("notifications/tools/list_changed", nil), want: "unattributed"},
+		{name: "request streams: the GET stream belongs to no call", streams: true, calls: []string{""}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "elicitation/create", nil), want: "unattributed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			arrived := make(chan jsonrpc.ID, len(tt.calls))
+			answered := make(chan *jsonrpc.Message, 1)
+			f := newFake(func(f *fakeTransport, m *jsonrpc.Message) error {
+				switch {
+				case m.Method == "initialize":
+					f.recv(jsonrpc.NewResult(m.ID, initResult(LatestProtocolVersion)), m.ID)
+				case m.Method == "tools/call":
+					arrived <- m.ID // answered at the end of the test
+				case m.IsResponse():
+					answered <- m
+				}
+				return nil
+			})
+			var tr transport = f
+			if tt.streams {
+				tr = streamsTransport{f}
+			}
+			var mu sync.Mutex
+			var got []string
+			record := func(who string) {
+				mu.Lock()
+				got = append(got, who)
+				mu.Unlock()
+			}
+			c := newClient(ClientOptions{
+				OnNotification: func(*jsonrpc.Message) { record("unattributed") },
+				OnRequest: func(context.Context, *jsonrpc.Message) (json.RawMessage, error) {
+					record("unattributed")
+					return json.RawMessage(`{"by":"default"}`), nil
+				},
+			}, tr)
+			if err := c.Connect(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close(context.Background()) })
+
+			var wg sync.WaitGroup
+			for i, tok := range tt.calls {
+				var hooks *CallHooks
+				if tok != "-" {
+					who := fmt.Sprintf("call %d", i)
+					hooks = &CallHooks{
+						Notify: func(*jsonrpc.Message) { record(who) },
+						Request: func(context.Context, *jsonrpc.Message) (json.RawMessage, error) {
+							record(who)
+							return json.RawMessage(`{"by":"call"}`), nil
+						},
+					}
+				}
+				params := json.RawMessage(`{"name":"slow"}`)
+				if tok != "" && tok != "-" {
+					params = json.RawMessage(`{"name":"slow","_meta":{"progressToken":` + tok + `}}`)
+				}
+				wg.Go(func() {
+					if _, err := c.Call(context.Background(), "tools/call", params, hooks); err != nil {
+						t.Errorf("call %d: %v", i, err)
+					}
+				})
+			}
+			var ids []jsonrpc.ID
+			for range tt.calls {
+				ids = append(ids, <-arrived)
+			}
+
+			f.recv(tt.msg, related{})
+			if tt.msg.IsRequest() {
+				resp := <-answered
+				want := `{"by":"default"}`
+				if tt.want != "unattributed" {
+					want = `{"by":"call"}`
+				}
+				if resp.ID != tt.msg.ID || string(resp.Result) != want {
+					t.Errorf("answer %s %s, want %s", resp.ID, resp.Result, want)
+				}
+			}
+			mu.Lock()
+			if diff := cmp.Diff([]string{tt.want}, got); diff != "" {
+				t.Errorf("receivers (-want +got):\n%s", diff)
+			}
+			mu.Unlock()
+			for _, id := range ids {
+				f.recv(jsonrpc.NewResult(id, json.RawMessage(`{}`)), related{})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// TestClient_LogTap checks that every notifications/message reaches OnLog,
+// whether it belongs to a call or not, without changing where it goes.
+func TestClient_LogTap(t *testing.T) {
+	f := newFake(basicServe(LatestProtocolVersion, func(f *fakeTransport, m *jsonrpc.Message) error {
+		f.recv(jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"warning","logger":"db","data":{"slow": true}}`)), m.ID)
+		f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(`{}`)), m.ID)
+		return nil
+	}))
+	type line struct{ Tag, Text string }
+	var mu sync.Mutex
+	var lines []line
+	var unattributed, hooked int
+	c := connect(t, f, ClientOptions{
+		OnLog: func(tag, text string) {
+			mu.Lock()
+			lines = append(lines, line{tag, text})
+			mu.Unlock()
+		},
+		OnNotification: func(*jsonrpc.Message) { unattributed++ },
+	})
+	if _, err := c.Call(context.Background(), "tools/call", nil, &CallHooks{Notify: func(*jsonrpc.Message) { hooked++ }}); err != nil {
+		t.Fatal(err)
+	}
+	for _, params := range []string{
+		`{"level":"info","data":"plain"}`,
+		`{"level":"bogus","data":"odd level"}`,
+		`{"level":"error","data":["a",1]}`,
+	} {
+		f.recv(jsonrpc.NewNotification("notifications/message", json.RawMessage(params)), related{})
+	}
+	want := []line{
+		{TagLifecycle, "initialized (protocol 2025-11-25)"},
+		{"warning", `db: {"slow":true}`},
+		{"info", "plain"},
+		{"log", "odd level"},
+		{"error", `["a",1]`},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("OnLog lines (-want +got):\n%s", diff)
+	}
+	if hooked != 1 || unattributed != 3 {
+		t.Errorf("hooks got %d, OnNotification %d; want 1 and 3", hooked, unattributed)
+	}
+}
+
+// TestClient_RestoreAfterExpiry checks that a session initialized again
+// gets the subscriptions and the level its predecessor held, and that an
+// unsubscribe is forgotten.
+func TestClient_RestoreAfterExpiry(t *testing.T) {
+	var mu sync.Mutex
+	expire := false
+	f := newFake(basicServe(LatestProtocolVersion, func(f *fakeTransport, m *jsonrpc.Message) error {
+		mu.Lock()
+		exp := expire && m.Method == "tools/call"
+		expire = expire && !exp
+		mu.Unlock()
+		if exp {
+			return errSessionExpired
+		}
+		f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(`{}`)), m.ID)
+		return nil
+	}))
+	c := connect(t, f, ClientOptions{})
+	ctx := context.Background()
+	for _, call := range []struct{ method, params string }{
+		{"resources/subscribe", `{"uri":"file:///a"}`},
+		{"resources/subscribe", `{"uri":"file:///b"}`},
+		{"resources/unsubscribe", `{"uri":"file:///a"}`},
+		{"logging/setLevel", `{"level":"debug"}`},
+	} {
+		if _, err := c.Call(ctx, call.method, json.RawMessage(call.params), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"file:///b"}, c.Subscriptions()); diff != "" {
+		t.Errorf("Subscriptions (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	expire = true
+	mu.Unlock()
+	if _, err := c.Call(ctx, "tools/call", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	var got []string
+	for _, m := range f.sent[len(f.sent)-6:] {
+		got = append(got, m.Method+" "+string(m.Params))
+	}
+	f.mu.Unlock()
+	want := []string{
+		"tools/call ",
+		`initialize {"capabilities":{},"clientInfo":{"name":"mcpgw","version":"dev"},"protocolVersion":"2025-11-25"}`,
+		"notifications/initialized ",
+		`resources/subscribe {"uri":"file:///b"}`,
+		`logging/setLevel {"level":"debug"}`,
+		"tools/call ",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sent after the expiry (-want +got):\n%s", diff)
 	}
 }

@@ -1,14 +1,18 @@
-// Package upstream holds mcpgw's clients of upstream MCP servers: one Client
-// per server over a stdio child process, streamable HTTP, or the 2024-11-05
-// HTTP+SSE transport, and the Manager that starts, watches and stops them.
+// Package upstream holds mcpgw's clients of upstream MCP servers: Clients
+// over a stdio child process, streamable HTTP, or the 2024-11-05 HTTP+SSE
+// transport, and the Manager that starts, watches, restarts and stops them
+// (one base client per server, plus one per principal or per downstream
+// session for servers whose session mode asks for it), with each server's
+// own log file.
 //
-// It knows nothing of downstream sessions or HTTP serving: the gateway core
-// calls Manager.Call with a method and raw params and gets raw JSON back.
+// It knows nothing of HTTP serving, and of downstream sessions only their
+// ids: the gateway core calls Manager.Call with a Caller (principal,
+// session), a method and raw params, and gets raw JSON back.
 //
 // # Shape
 //
-//	Manager ── one entry per configured server (state, last error, tools)
-//	   │
+//	Manager ── one entry per configured server (state, last error, lists,
+//	   │       restarts, log file, pool of per-caller clients)
 //	   └─ Client ── JSON-RPC over a transport: our own request ids, a pending
 //	        │       table that maps responses back, the initialize handshake,
 //	        │       paginated tools/list, cancellation on context end
@@ -20,9 +24,14 @@
 // ids were (DESIGN decision 4), so any number of callers can share one
 // connection. A message the server sends on a channel tied to one of our
 // requests (the SSE stream of that request's POST) is "related" to it and is
-// handed to that call's CallHooks; anything else goes to the Client's
-// OnNotification and OnRequest. Over stdio nothing is related by the
-// transport: the relay issue attributes by progress token and task id.
+// handed to that call's CallHooks. Over stdio and legacy SSE nothing is
+// related by the transport: a progress notification goes to the call that
+// sent its progress token, and a server request or another call-scoped
+// notification to the only call in flight with hooks, if there is exactly
+// one (DESIGN decision 5). Anything else goes to the Client's
+// OnNotification and OnRequest; the Manager's OnRequest answers for the
+// gateway (ping, elicitation cancel, roots from config, errors) and logs
+// it.
 //
 // # Eras
 //

@@ -21,6 +21,7 @@ package upstream
 //
 //	ready ── GET stream (r3labs/sse, reconnects with backoff) ─► recv(·, zero rel)
 //	         405: the server offers none; 404: the session is gone; both stop it
+//	         silent past StreamIdleTimeout (5m): re-opened with Last-Event-ID
 //	close ── stop the GET stream ── DELETE the session
 //
 // The POST answers are read by internal/sse (capped at MaxMessageBytes per
@@ -85,6 +86,9 @@ const (
 	// every event.
 	streamBackoffMin = 500 * time.Millisecond
 	streamBackoffMax = 30 * time.Second
+	// defaultStreamIdle is how long the GET stream may stay silent before
+	// it is opened again (ClientOptions.StreamIdleTimeout).
+	defaultStreamIdle = 5 * time.Minute
 )
 
 // errTransportClosed is returned by sends on a closed transport, and by
@@ -374,6 +378,7 @@ func (p *peer) deliver(typ string, data []byte, recv func(*jsonrpc.Message, rela
 type httpTransport struct {
 	peer
 	recv func(*jsonrpc.Message, related)
+	idle time.Duration // re-open a GET stream silent for this long; 0: never
 
 	// life is the lifetime of background work (the GET stream, resumes,
 	// drains) and of sends in flight; close ends it.
@@ -397,13 +402,25 @@ var _ transport = (*httpTransport)(nil)
 
 func newHTTPTransport(srv config.Server, opts *ClientOptions) transport {
 	life, stop := context.WithCancel(context.Background())
+	idle := opts.StreamIdleTimeout
+	switch {
+	case idle == 0:
+		idle = defaultStreamIdle
+	case idle < 0:
+		idle = 0
+	}
 	return &httpTransport{
 		peer:     newPeer(srv, opts, config.TransportHTTP),
+		idle:     idle,
 		life:     life,
 		stopLife: stop,
 		doneCh:   make(chan struct{}),
 	}
 }
+
+// requestStreams reports that what the server sends about a request comes
+// on that request's stream, so the Client attributes by it alone.
+func (t *httpTransport) requestStreams() bool { return true }
 
 // start has nothing to connect: the first POST (initialize) does.
 func (t *httpTransport) start(ctx context.Context, recv func(m *jsonrpc.Message, rel related)) error {
@@ -766,11 +783,12 @@ func (t *httpTransport) ready(context.Context) {
 // to no request, until ctx ends, the server says it has none (405) or the
 // session is gone. r3labs/sse reconnects after errors with Last-Event-ID;
 // a stream the server ends cleanly (which the spec allows) is reopened
-// here, after a pause.
+// here, after a pause, and so is a stream silent for longer than t.idle (a
+// proxy or NAT may have dropped it without a word to either end), at once.
 func (t *httpTransport) runGetStream(ctx context.Context, sid, version string) {
 	headers := t.headerMap(sid, version)
 	var gone atomic.Bool
-	bo := &streamBackoff{ctx: ctx, stop: &gone}
+	bo := &streamBackoff{stop: &gone}
 	c := t.newStreamClient(t.rawURL, headers, bo)
 	c.ReconnectNotify = func(err error, d time.Duration) {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -799,18 +817,42 @@ func (t *httpTransport) runGetStream(ctx context.Context, sid, version string) {
 		}
 		return t.errorFor(resp.StatusCode, snippet)
 	}
+	var idle *time.Timer // nil when t.idle is 0
 	handler := func(ev *r3sse.Event) {
 		bo.Reset()
+		if idle != nil {
+			idle.Reset(t.idle)
+		}
 		t.deliver(string(ev.Event), ev.Data, t.recv, related{})
 	}
 	for {
-		err := c.SubscribeWithContext(ctx, "", handler)
+		// Each subscription has its own context, which the idle timer
+		// ends; the backoff follows it so that r3labs stops retrying.
+		sctx, cancel := context.WithCancel(ctx)
+		var silent atomic.Bool
+		if t.idle > 0 {
+			idle = time.AfterFunc(t.idle, func() {
+				silent.Store(true)
+				cancel()
+			})
+		}
+		bo.ctx = sctx
+		err := c.SubscribeWithContext(sctx, "", handler)
+		if idle != nil {
+			idle.Stop()
+		}
+		cancel()
 		if ctx.Err() != nil || gone.Load() {
 			return
+		}
+		if silent.Load() {
+			t.logger.Debug("server event stream silent; opening it again", "after", t.idle)
+			continue
 		}
 		if err != nil {
 			t.logger.Debug("server event stream failed", "err", t.netError(err))
 		}
+		bo.ctx = ctx
 		if !sleep(ctx, bo.NextBackOff()) {
 			return
 		}

@@ -354,8 +354,9 @@ func assertNoSecrets(t *testing.T, what, s string) {
 	}
 }
 
-// checkNoLeaks fails the test if goroutines of the HTTP transports or of
-// r3labs/sse are still running once the test's other cleanups ran.
+// checkNoLeaks fails the test if goroutines of the transports, clients,
+// managers or r3labs/sse are still running once the test's other cleanups
+// ran. The package's tests do not run in parallel.
 func checkNoLeaks(t *testing.T) {
 	t.Cleanup(func() {
 		deadline := time.Now().Add(waitLimit)
@@ -364,7 +365,8 @@ func checkNoLeaks(t *testing.T) {
 			stacks := string(buf[:runtime.Stack(buf, true)])
 			var leaked []string
 			for _, g := range strings.Split(stacks, "\n\n") {
-				if strings.Contains(g, "upstream.(*httpTransport)") || strings.Contains(g, "upstream.(*sseTransport)") || strings.Contains(g, "r3labs/sse") {
+				if strings.Contains(g, "upstream.(*httpTransport)") || strings.Contains(g, "upstream.(*sseTransport)") || strings.Contains(g, "r3labs/sse") ||
+					strings.Contains(g, "upstream.(*stdioTransport)") || strings.Contains(g, "upstream.(*Manager)") || strings.Contains(g, "upstream.(*Client)") {
 					leaked = append(leaked, g)
 				}
 			}
@@ -1161,4 +1163,70 @@ func addEcho(server *mcp.Server, name string) {
 	mcp.AddTool(server, &mcp.Tool{Name: name, Description: "echoes"}, func(_ context.Context, _ *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + args.Text}}}, nil, nil
 	})
+}
+
+// TestHTTP_GetStreamIdle checks that a GET stream silent for longer than
+// StreamIdleTimeout is cut and opened again, resuming after the last
+// event.
+func TestHTTP_GetStreamIdle(t *testing.T) {
+	f := newFakeHTTP(t)
+	var mu sync.Mutex
+	gets := 0
+	firstCut := make(chan struct{})
+	f.onGet = func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gets++
+		n := gets
+		mu.Unlock()
+		startSSE(w)
+		if n == 1 {
+			// One event, then silence, until the client gives up on it.
+			writeEvent(t, w, sse.Event{ID: "g1", HasID: true, Data: encode(t, jsonrpc.NewNotification("notifications/tools/list_changed", nil))})
+			<-r.Context().Done()
+			close(firstCut)
+			return
+		}
+		<-r.Context().Done()
+	}
+	srv := f.start()
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{StreamIdleTimeout: 50 * time.Millisecond})
+	mustConnect(t, c)
+	h := f.waitHit(func(h hit) bool { return h.HTTP == http.MethodGet && h.LastEventID == "g1" })
+	if h.Session != "session-1" || h.Version != LatestProtocolVersion {
+		t.Errorf("re-opened GET carried session %q version %q", h.Session, h.Version)
+	}
+	select {
+	case <-firstCut:
+	case <-time.After(waitLimit):
+		t.Fatal("the silent stream was never cut")
+	}
+}
+
+// TestHTTP_SessionExpiryRestores checks that a session initialized again
+// after the server forgot it gets the old one's subscriptions and log
+// level before the call is sent again.
+func TestHTTP_SessionExpiryRestores(t *testing.T) {
+	f := newFakeHTTP(t)
+	f.expireOn, f.expireTimes, f.expireStatus, f.expireBody = "tools/call", 1, http.StatusNotFound, "Session not found"
+	srv := f.start()
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+	mustConnect(t, c)
+	for _, call := range []struct{ method, params string }{
+		{"resources/subscribe", `{"uri":"file:///a"}`},
+		{"logging/setLevel", `{"level":"warning"}`},
+		{"tools/call", `{"name":"echo"}`},
+	} {
+		if _, err := c.Call(callCtx(t), call.method, json.RawMessage(call.params), nil); err != nil {
+			t.Fatalf("%s: %v", call.method, err)
+		}
+	}
+	want := []string{
+		"POST initialize", "POST notifications/initialized",
+		"POST resources/subscribe", "POST logging/setLevel", "POST tools/call",
+		"POST initialize", "POST notifications/initialized",
+		"POST resources/subscribe", "POST logging/setLevel", "POST tools/call",
+	}
+	if diff := cmp.Diff(want, f.methods()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
 }

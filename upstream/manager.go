@@ -14,7 +14,6 @@ import (
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // State is where a server is in its life.
@@ -22,12 +21,13 @@ type State string
 
 // The states of a server.
 const (
-	StateDisabled State = "disabled" // enabled: false in its config
-	StateStarting State = "starting" // connecting and initializing
-	StateRunning  State = "running"  // initialized; calls go through
-	StateFailed   State = "failed"   // could not start (see Status.Error)
-	StateExited   State = "exited"   // was running; the connection ended (see Status.Error)
-	StateStopped  State = "stopped"  // stopped by the gateway
+	StateDisabled   State = "disabled"   // enabled: false in its config
+	StateStarting   State = "starting"   // connecting and initializing
+	StateRunning    State = "running"    // initialized; calls go through
+	StateRestarting State = "restarting" // down, waiting to start again (see Status.NextRestart)
+	StateFailed     State = "failed"     // could not start, and no restart is left (see Status.Error)
+	StateExited     State = "exited"     // was running; the connection ended and no restart is left
+	StateStopped    State = "stopped"    // stopped by the gateway
 )
 
 // Status is a snapshot of one server. Its lists are immutable: each is
@@ -61,19 +61,38 @@ type Status struct {
 	PID        int       `json:"pid,omitempty"`
 	LastStderr string    `json:"last_stderr,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
+	// Restarts counts the restarts since the gateway started (DESIGN
+	// decision 9); NextRestart is when the next one begins, while the
+	// state is StateRestarting.
+	Restarts    int       `json:"restarts"`
+	NextRestart time.Time `json:"next_restart,omitzero"`
+	// Sessions is the number of upstream sessions or processes a
+	// per_principal or per_session server holds for its callers, besides
+	// the one that reads its lists.
+	Sessions int `json:"sessions"`
 }
+
+// DefaultCapabilities are the client capabilities a Manager's clients
+// declare when ManagerOptions.Capabilities is nil: the gateway relays
+// elicitation (form and URL), sampling (with tools) and roots to whichever
+// of its own clients declared them, and answers the server itself
+// otherwise (PROTOCOL.md point 2).
+const DefaultCapabilities = `{"elicitation":{"form":{},"url":{}},"sampling":{"tools":{}},"roots":{"listChanged":true}}`
 
 // ManagerOptions configures a Manager.
 type ManagerOptions struct {
 	// Servers are the configured servers, already validated.
 	Servers []config.Server
-	// StartTimeout bounds connecting and initializing one server, and
-	// listing its tools. If zero, config.DefaultStartTimeout.
+	// StartTimeout bounds connecting and initializing one client, and
+	// listing its server's tools. If zero, config.DefaultStartTimeout.
 	StartTimeout time.Duration
 	// Logger receives the manager's and the clients' logs. Nil discards.
 	Logger *slog.Logger
 	// ClientInfo is the Implementation the clients send in initialize.
 	ClientInfo json.RawMessage
+	// Capabilities are the client capabilities every client declares in
+	// initialize. If nil, DefaultCapabilities.
+	Capabilities json.RawMessage
 	// MaxMessageBytes caps one upstream message. If zero,
 	// config.DefaultMaxResponseBody.
 	MaxMessageBytes int64
@@ -83,14 +102,42 @@ type ManagerOptions struct {
 	// StopGrace is a stdio child's grace after stdin closes and after
 	// SIGTERM. If zero, 3s.
 	StopGrace time.Duration
+	// LogDir is the directory of the servers' own log files,
+	// <LogDir>/<name>.log (see LogPath), created when first written. If
+	// "", no log files are written.
+	LogDir string
+	// Credentials gives each client its credentials. If nil,
+	// StaticCredentials: the server's configured api_key, headers and env.
+	Credentials CredentialProvider
+
+	// newClient makes a client; tests replace New with in-memory peers.
+	newClient func(srv config.Server, opts ClientOptions) (*Client, error)
+	// logRotateBytes is the size at which log files rotate; if zero,
+	// defaultLogRotateBytes.
+	logRotateBytes int64
 }
 
 // Manager starts every enabled server in the background, keeps each one's
-// state and tools, routes calls to it, and stops them all on Close. A server
-// that fails blocks nothing: it is recorded with its error.
+// state and lists, routes calls to it, restarts it when it fails, and stops
+// them all on Close. A server that fails blocks nothing: it is recorded
+// with its error, and started again with backoff.
+//
+// # Clients of a server
+//
+//	entry ── base client: started by Start, restarted with backoff; reads
+//	   │     the lists, serves shared calls (session_mode: shared)
+//	   └─ pool (per_principal, per_session): one client per principal or
+//	         per downstream session, connected at its first call, closed
+//	         when idle, least recently used first when full, or at
+//	         EndSession
+//
+// Every client gets its credentials from the CredentialProvider, writes to
+// the server's log file, and has the server's requests that no call can
+// take answered by the gateway (see defaultHandler).
 type Manager struct {
 	opts   ManagerOptions
 	logger *slog.Logger
+	creds  CredentialProvider
 
 	ctx    context.Context // lifetime of background work; cancelled by Close
 	cancel context.CancelFunc
@@ -100,43 +147,58 @@ type Manager struct {
 	servers  map[string]*entry
 	watchers map[int]func(Event)
 	nextW    int
+	started  bool
 	closed   bool
+	level    string // the level of SetLogLevel, "" for none
 }
 
 // entry is one server's mutable record, guarded by Manager.mu.
 type entry struct {
 	cfg    config.Server
+	log    *serverLog    // nil without LogDir
+	sem    chan struct{} // one slot when cfg.Serialize, else nil
+	pool   *pool         // nil for shared servers
 	status Status
-	client *Client // nil unless starting or running
+	client *Client // the base client; nil unless starting or running
 	// refreshing and dirty coalesce list refreshes per kind: a change
 	// notice during a refresh makes one more refresh, not one per notice.
 	refreshing map[listKind]bool
 	dirty      map[listKind]bool
 	listErrs   map[listKind]string
+	// errsSeen are the error texts already logged at error level, oldest
+	// first, so that a crash loop logs each distinct error once.
+	errsSeen []string
+	// failures counts the restarts in a row since the server last ran.
+	failures int
 }
 
-// listKind is one of the lists a server may offer.
-type listKind string
-
-const (
-	kindTools     listKind = "tools"
-	kindPrompts   listKind = "prompts"
-	kindResources listKind = "resources" // resources and resource templates
-)
+// maxErrsSeen bounds entry.errsSeen.
+const maxErrsSeen = 32
 
 // NewManager returns a Manager for opts.Servers. Nothing starts until Start.
 func NewManager(opts ManagerOptions) *Manager {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = config.DefaultStartTimeout
 	}
+	if opts.Capabilities == nil {
+		opts.Capabilities = json.RawMessage(DefaultCapabilities)
+	}
+	if opts.newClient == nil {
+		opts.newClient = New
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	creds := opts.Credentials
+	if creds == nil {
+		creds = StaticCredentials{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		opts:     opts,
 		logger:   logger,
+		creds:    creds,
 		ctx:      ctx,
 		cancel:   cancel,
 		servers:  make(map[string]*entry),
@@ -147,8 +209,16 @@ func NewManager(opts ManagerOptions) *Manager {
 		if !s.IsEnabled() {
 			st.State = StateDisabled
 		}
-		m.servers[s.Name] = &entry{cfg: s, status: st,
+		e := &entry{cfg: s, status: st,
 			refreshing: map[listKind]bool{}, dirty: map[listKind]bool{}, listErrs: map[listKind]string{}}
+		e.log = newServerLog(opts.LogDir, s.Name, opts.logRotateBytes, func(err error) {
+			logger.Warn("writing the server's log file failed", "server", s.Name, "err", err)
+		})
+		if s.Serialize {
+			e.sem = make(chan struct{}, 1)
+		}
+		e.pool = newPool(s)
+		m.servers[s.Name] = e
 	}
 	return m
 }
@@ -158,299 +228,38 @@ func NewManager(opts ManagerOptions) *Manager {
 func (m *Manager) Start() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed || m.started {
+		return
+	}
+	m.started = true
+	reap := time.Duration(0)
 	for _, e := range m.servers {
-		if e.cfg.IsEnabled() {
-			m.startLocked(e)
+		if !e.cfg.IsEnabled() {
+			continue
 		}
+		e.status.State = StateStarting
+		m.wg.Add(1)
+		go m.supervise(e)
+		if e.pool != nil && (reap == 0 || e.pool.idle < reap) {
+			reap = e.pool.idle
+		}
+	}
+	if reap > 0 {
+		m.wg.Add(1)
+		go m.reap(reapInterval(reap))
 	}
 }
 
-// startLocked starts e's server in a goroutine owned by the manager.
-func (m *Manager) startLocked(e *entry) {
-	if m.closed {
-		return
-	}
-	c, err := New(e.cfg, ClientOptions{
-		Name:            e.cfg.Name,
-		Logger:          m.logger,
-		ClientInfo:      m.opts.ClientInfo,
-		MaxMessageBytes: m.opts.MaxMessageBytes,
-		HTTPClient:      m.opts.HTTPClient,
-		StopGrace:       m.opts.StopGrace,
-		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(e.cfg.Name, n) },
-	})
-	if err != nil {
-		e.status.State = StateFailed
-		e.status.Error = err.Error()
-		return
-	}
-	e.client = c
-	e.status.State = StateStarting
-	e.status.Error = ""
-	m.wg.Add(1)
-	go m.run(e, c)
-}
-
-// run connects c, lists its tools, marks it running and waits for its end.
-func (m *Manager) run(e *entry, c *Client) {
-	defer m.wg.Done()
-	name := e.cfg.Name
-	logger := m.logger.With("server", name)
-	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
-	err := c.Connect(ctx)
-	var lists serverLists
-	if err == nil {
-		lists, err = readLists(ctx, c, allKinds)
-		if err != nil {
-			closeCtx, closeCancel := context.WithTimeout(context.Background(), m.stopBound())
-			c.Close(closeCtx)
-			closeCancel()
-		}
-	}
-	cancel()
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && m.ctx.Err() == nil {
-			err = fmt.Errorf("did not start within %s: %w", m.opts.StartTimeout, err)
-		}
-		m.mu.Lock()
-		if e.client == c {
-			e.status.State = StateFailed
-			e.status.Error = err.Error()
-			e.status.LastStderr = c.LastStderr()
-			e.client = nil
-		}
-		m.mu.Unlock()
-		if m.ctx.Err() == nil {
-			logger.Error("server failed to start", "err", err)
-		}
-		m.changed(name)
-		return
-	}
-	init := c.Initialized()
-	m.mu.Lock()
-	if e.client != c { // stopped while starting
-		m.mu.Unlock()
-		return
-	}
-	e.status.ProtocolVersion = init.ProtocolVersion
-	e.status.ServerInfo = init.ServerInfo
-	e.status.Capabilities = init.Capabilities
-	e.status.Instructions = init.Instructions
-	for k := range allKinds {
-		lists.apply(e, k)
-	}
-	e.status.PID = c.PID()
-	m.mu.Unlock()
-	// Publish the tools first and the state after, so that whoever sees
-	// "running" can also route to every tool: the watchers (the core's
-	// merged catalog) are told before the state changes.
-	m.changed(name)
-	m.mu.Lock()
-	if e.client != c {
-		m.mu.Unlock()
-		return
-	}
-	e.status.State = StateRunning
-	e.status.StartedAt = time.Now()
-	m.mu.Unlock()
-	logger.Info("server running", "protocol_version", init.ProtocolVersion,
-		"tools", len(lists.tools), "prompts", len(lists.prompts), "resources", len(lists.resources), "pid", c.PID())
-	m.changed(name)
-
-	<-c.Done()
-	m.mu.Lock()
-	if e.client != c { // stopped by the gateway
-		m.mu.Unlock()
-		return
-	}
-	e.client = nil
-	e.status.State = StateExited
-	e.status.LastStderr = c.LastStderr()
-	if cerr := c.Err(); cerr != nil {
-		e.status.Error = cerr.Error()
-	} else {
-		e.status.Error = "connection closed"
-	}
-	errText := e.status.Error
-	m.mu.Unlock()
-	logger.Error("server connection ended", "err", errText)
-	m.changed(name)
-}
-
-func (m *Manager) stopBound() time.Duration {
-	g := m.opts.StopGrace
-	if g <= 0 {
-		g = defaultStopGrace
-	}
-	return 3*g + time.Second
-}
-
-// onNotification handles a server's notifications that belong to no call:
-// list changes refresh that list; the rest go to the watchers.
-func (m *Manager) onNotification(server string, n *jsonrpc.Message) {
-	var kind listKind
-	switch n.Method {
-	case "notifications/tools/list_changed":
-		kind = kindTools
-	case "notifications/prompts/list_changed":
-		kind = kindPrompts
-	case "notifications/resources/list_changed":
-		kind = kindResources
-	default:
-		m.emit(Event{Server: server, Notification: n})
-		return
-	}
+// LogPath returns the path of server's log file, or "" when there is none
+// (no LogDir, or no such server). The file may not exist yet.
+func (m *Manager) LogPath(server string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.servers[server]
-	if e == nil || m.closed {
-		return
+	if e == nil || e.log == nil {
+		return ""
 	}
-	if e.refreshing[kind] {
-		e.dirty[kind] = true
-		return
-	}
-	e.refreshing[kind] = true
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.refresh(e, kind)
-	}()
-}
-
-// refresh reads one of a running server's lists again and publishes it,
-// once more for every change notice that came in meanwhile.
-func (m *Manager) refresh(e *entry, kind listKind) {
-	for {
-		m.mu.Lock()
-		e.dirty[kind] = false
-		var c *Client
-		if e.status.State == StateRunning {
-			c = e.client
-		}
-		m.mu.Unlock()
-		if c == nil {
-			break
-		}
-		ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
-		lists, err := readLists(ctx, c, map[listKind]bool{kind: true})
-		cancel()
-		m.mu.Lock()
-		if e.client == c {
-			if err != nil {
-				e.listErrs[kind] = err.Error()
-				m.logger.Warn("reading a list after list_changed failed", "server", e.cfg.Name, "list", string(kind), "err", err)
-			} else {
-				lists.apply(e, kind)
-			}
-			e.status.Problems = listProblems(e)
-		}
-		m.mu.Unlock()
-		m.changed(e.cfg.Name)
-		m.mu.Lock()
-		again := e.dirty[kind] && m.ctx.Err() == nil
-		m.mu.Unlock()
-		if !again {
-			break
-		}
-	}
-	m.mu.Lock()
-	e.refreshing[kind] = false
-	m.mu.Unlock()
-}
-
-// allKinds are the lists read at start.
-var allKinds = map[listKind]bool{kindTools: true, kindPrompts: true, kindResources: true}
-
-// serverLists are lists read from a server; a nil list was not read.
-type serverLists struct {
-	read                                 map[listKind]bool
-	errs                                 map[listKind]string
-	tools, prompts, resources, templates []json.RawMessage
-}
-
-// readLists reads the lists of kinds that the server declared a capability
-// for (a server without the tools capability has no tools). A tools list
-// that cannot be read is an error; the other lists are optional features,
-// so their errors only leave them empty (and are reported in
-// Status.Problems).
-func readLists(ctx context.Context, c *Client, kinds map[listKind]bool) (serverLists, error) {
-	l := serverLists{read: map[listKind]bool{}, errs: map[listKind]string{}}
-	init := c.Initialized()
-	has := func(capability string) bool {
-		if init == nil {
-			return false
-		}
-		v, ok, _ := rawjson.Get(init.Capabilities, capability)
-		return ok && string(v) != "null"
-	}
-	if kinds[kindTools] {
-		l.read[kindTools] = true
-		if has("tools") {
-			tools, err := c.ListTools(ctx)
-			if err != nil {
-				return l, err
-			}
-			l.tools = tools
-		}
-	}
-	if kinds[kindPrompts] {
-		l.read[kindPrompts] = true
-		if has("prompts") {
-			var err error
-			if l.prompts, err = c.ListPrompts(ctx); err != nil {
-				l.errs[kindPrompts] = err.Error()
-			}
-		}
-	}
-	if kinds[kindResources] {
-		l.read[kindResources] = true
-		if has("resources") {
-			var errs []error
-			var err error
-			if l.resources, err = c.ListResources(ctx); err != nil {
-				errs = append(errs, err)
-			}
-			if l.templates, err = c.ListResourceTemplates(ctx); err != nil {
-				errs = append(errs, err)
-			}
-			if len(errs) > 0 {
-				l.errs[kindResources] = errors.Join(errs...).Error()
-			}
-		}
-	}
-	return l, nil
-}
-
-// apply stores the lists of kind into e's status (m.mu held).
-func (l serverLists) apply(e *entry, kind listKind) {
-	if !l.read[kind] {
-		return
-	}
-	delete(e.listErrs, kind)
-	if msg := l.errs[kind]; msg != "" {
-		e.listErrs[kind] = msg
-	}
-	switch kind {
-	case kindTools:
-		e.status.Tools, e.status.ToolCount = l.tools, len(l.tools)
-	case kindPrompts:
-		e.status.Prompts, e.status.PromptCount = l.prompts, len(l.prompts)
-	case kindResources:
-		e.status.Resources, e.status.ResourceCount = l.resources, len(l.resources)
-		e.status.Templates, e.status.TemplateCount = l.templates, len(l.templates)
-	}
-	e.status.Problems = listProblems(e)
-}
-
-func listProblems(e *entry) []string {
-	var out []string
-	for _, k := range []listKind{kindTools, kindPrompts, kindResources} {
-		if msg := e.listErrs[k]; msg != "" {
-			out = append(out, fmt.Sprintf("reading %s: %s", k, msg))
-		}
-	}
-	return out
+	return e.log.path
 }
 
 // Event tells a watcher what happened at one server.
@@ -522,6 +331,9 @@ func (m *Manager) statusLocked(e *entry) Status {
 	if e.client != nil {
 		st.LastStderr = e.client.LastStderr()
 	}
+	if e.pool != nil {
+		st.Sessions = len(e.pool.clients)
+	}
 	return st
 }
 
@@ -537,7 +349,8 @@ func (m *Manager) Names() []string {
 	return names
 }
 
-// UnavailableError is returned by Call when the server is not running.
+// UnavailableError is returned by Call when the server is not running, or
+// when the connection a call was using ended under it.
 type UnavailableError struct {
 	Server string
 	State  State
@@ -551,13 +364,40 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("server %q is %s", e.Server, e.State)
 }
 
+// PoolFullError is returned by Call when a per_principal or per_session
+// server needs a new upstream session for the caller but already holds
+// Max, all of them busy with calls.
+type PoolFullError struct {
+	Server string
+	Max    int
+}
+
+func (e *PoolFullError) Error() string {
+	return fmt.Sprintf("server %q already has %d upstream sessions in use (pool.max); try again later", e.Server, e.Max)
+}
+
+// Caller says on whose behalf a call is made: the principal and the
+// downstream session. A server's session mode picks the upstream session
+// or process by it (shared: one for all; per_principal: one per
+// Principal; per_session: one per Session, or per Principal for a caller
+// without a session, such as a modern-era request).
+type Caller struct {
+	Principal string
+	Session   string
+}
+
 // ErrUnknownServer is returned by Call for a name no server has.
 var ErrUnknownServer = errors.New("unknown server")
 
-// Call sends a request to the named server and waits for its result. A
-// server that is not running gives an *UnavailableError; a JSON-RPC error
-// from the server is a *jsonrpc.Error.
-func (m *Manager) Call(ctx context.Context, server, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
+// Call sends a request to the named server on behalf of who and waits for
+// its result. The server's session mode picks the client: the base client
+// (shared), or the caller's own, connected at its first call within the
+// start timeout (per_principal, per_session). A server that is not running
+// gives an *UnavailableError, and so does a call whose connection ends
+// under it, at once; a full pool gives a *PoolFullError; a JSON-RPC error
+// from the server is a *jsonrpc.Error. With serialize set, the server's
+// calls wait for each other (bounded by ctx).
+func (m *Manager) Call(ctx context.Context, server string, who Caller, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
 	m.mu.Lock()
 	e, ok := m.servers[server]
 	if !ok {
@@ -571,25 +411,123 @@ func (m *Manager) Call(ctx context.Context, server, method string, params json.R
 		return nil, err
 	}
 	m.mu.Unlock()
+
+	var p *pooled
+	if e.pool != nil {
+		var err error
+		if p, err = m.acquire(ctx, e, who); err != nil {
+			return nil, err
+		}
+		defer m.release(p)
+		c = p.client
+	}
+	if e.sem != nil {
+		select {
+		case e.sem <- struct{}{}:
+			defer func() { <-e.sem }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	res, err := c.Call(ctx, method, params, hooks)
 	var cerr *ConnectionError
-	if errors.As(err, &cerr) || errors.Is(err, ErrClosed) {
-		// The connection ended under the call: report the server's state
-		// as the run loop records it.
-		<-c.Done()
-		m.mu.Lock()
-		st, msg := e.status.State, e.status.Error
-		if e.client == c { // the run loop has not caught up yet
-			st, msg = StateExited, err.Error()
-		}
-		m.mu.Unlock()
-		return nil, &UnavailableError{Server: server, State: st, Err: msg}
+	if !errors.As(err, &cerr) && !errors.Is(err, ErrClosed) {
+		return res, err
 	}
-	return res, err
+	// The connection ended under the call.
+	if p != nil {
+		m.dropPooled(e, p, err)
+		return nil, &UnavailableError{Server: server, State: StateExited, Err: err.Error()}
+	}
+	// Report the server's state as the supervisor records it, once it
+	// has (the client is done by now, or closing).
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	st, msg := e.status.State, e.status.Error
+	if e.client == c || st == StateRunning { // not caught up, or already restarted
+		st, msg = StateExited, err.Error()
+	}
+	m.mu.Unlock()
+	return nil, &UnavailableError{Server: server, State: st, Err: msg}
+}
+
+// setLevelTimeout bounds one logging/setLevel sent by SetLogLevel.
+const setLevelTimeout = 30 * time.Second
+
+// SetLogLevel sets the level (logging/setLevel) of every live client of
+// every server that declared logging, in the background, and of every
+// client connected or restarted from now on; "" does nothing (the servers
+// keep their own default). Failures are logged.
+func (m *Manager) SetLogLevel(level string) {
+	if level == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.level = level
+	for _, e := range m.servers {
+		if e.client != nil && e.status.State == StateRunning {
+			m.setLevelLocked(e, e.client, level)
+		}
+		if e.pool != nil {
+			for _, p := range e.pool.clients {
+				if p.client != nil {
+					m.setLevelLocked(e, p.client, level)
+				}
+			}
+		}
+	}
+}
+
+// setLevelLocked sends logging/setLevel to c in the background when its
+// server declared logging. m.mu is held and m is not closed.
+func (m *Manager) setLevelLocked(e *entry, c *Client, level string) {
+	if !hasCapability(c, "logging") {
+		return
+	}
+	params, _ := json.Marshal(map[string]string{"level": level})
+	name := e.cfg.Name
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.ctx, setLevelTimeout)
+		defer cancel()
+		if _, err := c.Call(ctx, "logging/setLevel", params, nil); err != nil && m.ctx.Err() == nil {
+			m.logger.Warn("setting the server's log level failed", "server", name, "level", level, "err", err)
+		}
+	}()
+}
+
+// EndSession releases what the manager holds for a downstream session that
+// ended: the upstream sessions and processes of per_session servers, closed
+// in the background (each within the stop bound).
+func (m *Manager) EndSession(session string) {
+	if session == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	for _, e := range m.servers {
+		if e.pool == nil || e.pool.mode != config.SessionPerSession {
+			continue
+		}
+		if p := e.pool.clients[sessionKey(session)]; p != nil {
+			m.retireLocked(e, p, "the downstream session ended")
+		}
+	}
 }
 
 // Close stops every server within ctx and waits for the manager's
-// goroutines. It is idempotent.
+// goroutines, then closes the log files. It is idempotent.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -597,28 +535,51 @@ func (m *Manager) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
-	var clients []*Client
+	started := m.started
+	type stopping struct {
+		p *pooled // nil for the base client
+		c *Client
+	}
+	var clients []stopping
 	for _, e := range m.servers {
 		if e.client != nil {
-			clients = append(clients, e.client)
+			clients = append(clients, stopping{c: e.client})
 			e.client = nil
-			if e.status.State != StateDisabled {
-				e.status.State = StateStopped
+		}
+		if e.status.State != StateDisabled {
+			e.status.State = StateStopped
+			e.status.NextRestart = time.Time{}
+		}
+		if e.pool != nil {
+			for key, p := range e.pool.clients {
+				delete(e.pool.clients, key)
+				if p.client != nil {
+					clients = append(clients, stopping{p: p, c: p.client})
+				}
 			}
 		}
 	}
 	m.mu.Unlock()
 	m.cancel()
+	const stopped = "stopped: the gateway is shutting down"
 	var wg sync.WaitGroup
 	errs := make([]error, len(clients))
-	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.Close(ctx)
-		}()
+	for i, s := range clients {
+		wg.Go(func() {
+			errs[i] = s.c.Close(ctx)
+			if s.p != nil {
+				s.p.log.lifecycle(stopped)
+			}
+		})
 	}
 	wg.Wait()
+	if started {
+		for _, e := range m.servers {
+			if e.cfg.IsEnabled() {
+				e.log.write(TagLifecycle, stopped)
+			}
+		}
+	}
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {
@@ -626,5 +587,43 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for server goroutines: %w", ctx.Err()))
 	}
+	for _, e := range m.servers {
+		if err := e.log.close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the log of server %q: %w", e.cfg.Name, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// stopBound bounds stopping one client in the background.
+func (m *Manager) stopBound() time.Duration {
+	g := m.opts.StopGrace
+	if g <= 0 {
+		g = defaultStopGrace
+	}
+	return 3*g + time.Second
+}
+
+// closeLater closes c in the background within the stop bound, then writes
+// line to the server's log through cl. m.mu is held and m is not closed
+// (so that the goroutine is one Close waits for).
+func (m *Manager) closeLater(e *entry, c *Client, cl *clientLog, line string) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), m.stopBound())
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			m.logger.Warn("closing an upstream client failed", "server", e.cfg.Name, "err", err)
+		}
+		cl.lifecycle("%s", line)
+	}()
+}
+
+// labelled prefixes text with the label of a pooled client.
+func labelled(label, text string) string {
+	if label == "" {
+		return text
+	}
+	return label + ": " + text
 }

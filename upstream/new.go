@@ -12,7 +12,9 @@ import (
 const defaultStopGrace = 3 * time.Second
 
 // New returns a Client for srv over the transport srv names. Call Connect to
-// start it. srv must have passed config validation.
+// start it. srv must have passed config validation. The transports present
+// srv's APIKey and Headers (http, sse) or Env (stdio); the Manager puts
+// there what its CredentialProvider gives each client.
 func New(srv config.Server, opts ClientOptions) (*Client, error) {
 	if opts.Name == "" {
 		opts.Name = srv.Name

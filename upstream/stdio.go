@@ -46,7 +46,7 @@ var inheritedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG"}
 //	            │
 //	            ├─ waiter:     cmd.Wait, then closes exited
 //	            ├─ stdout:     lineReader (cap MaxMessageBytes) ─► jsonrpc.Parse ─► recv
-//	            ├─ stderr:     lineReader (cap 4 KiB) ─► debug log, last line
+//	            ├─ stderr:     lineReader (cap 4 KiB) ─► debug log, OnLog("stderr"), last line
 //	            └─ supervisor: waits for exited or a stop request, then
 //	                 stop:  close stdin ─grace─► SIGTERM group ─grace─► SIGKILL group
 //	                 end:   SIGKILL the group's leftovers, drain the readers,
@@ -68,6 +68,8 @@ type stdioTransport struct {
 	maxMsg  int64
 	grace   time.Duration
 	logger  *slog.Logger
+	onLog   func(tag, text string) // ClientOptions.OnLog; may be nil
+	redact  *strings.Replacer      // the env's values, out of what stderr shows; nil if none
 
 	mu            sync.Mutex
 	started       bool
@@ -138,6 +140,8 @@ func newStdioTransport(srv config.Server, opts *ClientOptions) transport {
 		maxMsg:     maxMsg,
 		grace:      grace,
 		logger:     logger,
+		onLog:      opts.OnLog,
+		redact:     envRedactor(srv.Env),
 		wmu:        make(chan struct{}, 1),
 		stopCh:     make(chan struct{}),
 		killCh:     make(chan struct{}),
@@ -146,6 +150,29 @@ func newStdioTransport(srv config.Server, opts *ClientOptions) transport {
 		stderrDone: make(chan struct{}),
 		doneCh:     make(chan struct{}),
 	}
+}
+
+// envRedactor replaces the values of env (a server's credentials, often)
+// that are long enough not to be ordinary words, so that a child echoing
+// them on stderr does not put them in logs. It returns nil when there are
+// none.
+func envRedactor(env map[string]string) *strings.Replacer {
+	var values []string
+	for _, v := range env {
+		if len(v) >= 8 {
+			values = append(values, v)
+		}
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	// Longest first, so that a value containing another goes whole.
+	slices.SortFunc(values, func(a, b string) int { return len(b) - len(a) })
+	pairs := make([]string, 0, 2*len(values))
+	for _, v := range values {
+		pairs = append(pairs, v, "[redacted]")
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // childEnv is the child's whole environment: PATH, HOME, TMPDIR and LANG
@@ -298,7 +325,8 @@ func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) 
 	}
 }
 
-// readStderr logs the child's stderr line by line and keeps the last line.
+// readStderr logs the child's stderr line by line, passes each line to
+// onLog, and keeps the last line, each without the values of the env.
 func (t *stdioTransport) readStderr() {
 	defer t.wg.Done()
 	defer close(t.stderrDone)
@@ -314,10 +342,20 @@ func (t *stdioTransport) readStderr() {
 			continue
 		}
 		s := strings.ToValidUTF8(string(line), "\uFFFD")
+		if t.redact != nil {
+			s = t.redact.Replace(s)
+		}
 		if cut {
 			t.logger.Debug("server stderr", "line", s, "truncated", true)
 		} else {
 			t.logger.Debug("server stderr", "line", s)
+		}
+		if t.onLog != nil {
+			if cut {
+				t.onLog(TagStderr, s+" …")
+			} else {
+				t.onLog(TagStderr, s)
+			}
 		}
 		t.mu.Lock()
 		t.lastLine = truncate([]byte(s), lastStderrMax)

@@ -60,6 +60,17 @@ const testGrace = 200 * time.Millisecond
 //	deaf              never reads stdin
 //	sdk               runs runSDKServer instead
 //	sleep             the grandchild of spawn-child
+//	fail-first=N      counts its starts in the file $MCPGW_TEST_COUNTER and
+//	                  on the first N exits 1 (stderr "not yet", and
+//	                  $MCPGW_TEST_LEAK) once it has
+//	                  read a line (initialize), so that the client always
+//	                  sees the same failure
+//	logging           declares the logging capability
+//
+// Besides, it writes $MCPGW_TEST_LEAK to stderr when set, and its tools
+// include pid, log (two notifications/message first), and elicit, roots
+// and sample, which send the server request of that name to the client
+// and answer with the client's answer.
 type fakeServer struct {
 	modes map[string]bool
 	child int // pid of the spawn-child grandchild
@@ -69,6 +80,8 @@ type fakeServer struct {
 	mu      sync.Mutex
 	slow    map[string]bool // ids of slow calls in flight, by raw id
 	cancels []fakeCancel
+	waiters map[string]chan fakeMsg // our requests to the client, by id
+	nextID  int
 	wg      sync.WaitGroup
 }
 
@@ -83,12 +96,25 @@ type fakeMsg struct {
 	ID     json.RawMessage `json:"id,omitempty"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  json.RawMessage `json:"error,omitempty"`
 }
 
 func runFakeServer(mode string) int {
-	s := &fakeServer{modes: map[string]bool{}, slow: map[string]bool{}}
+	s := &fakeServer{modes: map[string]bool{}, slow: map[string]bool{}, waiters: map[string]chan fakeMsg{}}
 	for m := range strings.SplitSeq(mode, ",") {
+		if n, ok := strings.CutPrefix(m, "fail-first="); ok {
+			if fakeStartCount() <= atoiOr(n, 0) {
+				bufio.NewReader(os.Stdin).ReadString('\n')
+				fmt.Fprintln(os.Stderr, "not yet", os.Getenv("MCPGW_TEST_LEAK"))
+				return 1
+			}
+			continue
+		}
 		s.modes[m] = true
+	}
+	if v := os.Getenv("MCPGW_TEST_LEAK"); v != "" {
+		fmt.Fprintln(os.Stderr, "leaking", v)
 	}
 	switch {
 	case s.modes["sleep"]:
@@ -156,6 +182,39 @@ func runSDKServer() int {
 	return 0
 }
 
+// counterEnv names the file where fail-first counts starts.
+const counterEnv = "MCPGW_TEST_COUNTER"
+
+// fakeStartCount adds one to the start count in $MCPGW_TEST_COUNTER and
+// returns it. Starts of one server are sequential, so no locking.
+func fakeStartCount() int {
+	path := os.Getenv(counterEnv)
+	b, _ := os.ReadFile(path)
+	n := atoiOr(strings.TrimSpace(string(b)), 0) + 1
+	os.WriteFile(path, []byte(strconv.Itoa(n)), 0o600)
+	return n
+}
+
+func atoiOr(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+// ask sends the client a request and waits for its answer.
+func (s *fakeServer) ask(method string, params any) fakeMsg {
+	s.mu.Lock()
+	s.nextID++
+	id := json.RawMessage(strconv.Quote(fmt.Sprintf("srv-%d", s.nextID)))
+	ch := make(chan fakeMsg, 1)
+	s.waiters[string(id)] = ch
+	s.mu.Unlock()
+	s.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	return <-ch
+}
+
 func (s *fakeServer) write(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -185,14 +244,26 @@ func (s *fakeServer) handle(line []byte) {
 		return
 	}
 	switch m.Method {
+	case "":
+		s.mu.Lock()
+		ch := s.waiters[string(m.ID)]
+		delete(s.waiters, string(m.ID))
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
 	case "initialize":
 		version := LatestProtocolVersion
 		if s.modes["oldversion"] || s.modes["batch"] {
 			version = protocol20250326
 		}
+		caps := map[string]any{"tools": map[string]any{"listChanged": true}}
+		if s.modes["logging"] {
+			caps["logging"] = map[string]any{}
+		}
 		s.write(response(m.ID, map[string]any{
 			"protocolVersion": version,
-			"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
+			"capabilities":    caps,
 			"serverInfo":      map[string]any{"name": "fake", "version": "1"},
 		}))
 	case "notifications/initialized":
@@ -289,6 +360,22 @@ func (s *fakeServer) toolsCall(m fakeMsg) {
 		s.write(response(m.ID, textResult(wd)))
 	case "child":
 		s.write(response(m.ID, textResult(strconv.Itoa(s.child))))
+	case "pid":
+		s.write(response(m.ID, textResult(strconv.Itoa(os.Getpid()))))
+	case "log":
+		s.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "warning", "logger": "db", "data": map[string]any{"slow": true}}})
+		s.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "info", "data": "two\nlines"}})
+		s.write(response(m.ID, textResult("logged")))
+	case "elicit", "roots", "sample":
+		method := map[string]string{"elicit": "elicitation/create", "roots": "roots/list", "sample": "sampling/createMessage"}[p.Name]
+		s.wg.Go(func() {
+			answer := s.ask(method, map[string]any{"message": "who are you?"})
+			text := string(answer.Result)
+			if answer.Error != nil {
+				text = "error " + string(answer.Error)
+			}
+			s.write(response(m.ID, textResult(text)))
+		})
 	case "slow":
 		// No answer: the client is expected to cancel. The notification
 		// tells the test the request arrived.
@@ -326,6 +413,7 @@ func fakeServerConfig(t *testing.T, mode string) config.Server {
 // was reaped) when the test ends.
 func startClient(t *testing.T, srv config.Server, opts ClientOptions) *Client {
 	t.Helper()
+	checkNoLeaks(t)
 	if opts.StopGrace == 0 {
 		opts.StopGrace = testGrace
 	}
@@ -443,6 +531,7 @@ type logStore struct {
 }
 
 type logRecord struct {
+	level slog.Level
 	msg   string
 	attrs map[string]string
 }
@@ -452,7 +541,7 @@ func newLogRecorder() *logRecorder { return &logRecorder{store: &logStore{}} }
 func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	rec := logRecord{msg: r.Message, attrs: map[string]string{}}
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
 	for _, a := range h.attrs {
 		rec.attrs[a.Key] = a.Value.String()
 	}
@@ -910,6 +999,7 @@ func TestStdio_GoSDKServer(t *testing.T) {
 
 func newTestStdio(t *testing.T, mode string) *stdioTransport {
 	t.Helper()
+	checkNoLeaks(t)
 	opts := &ClientOptions{Name: "fake", StopGrace: testGrace}
 	tr := newStdioTransport(fakeServerConfig(t, mode), opts).(*stdioTransport)
 	t.Cleanup(func() {

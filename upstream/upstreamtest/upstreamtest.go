@@ -22,13 +22,27 @@ type Server struct {
 	// Tools, Prompts, Resources and Templates are the server's lists as
 	// raw JSON objects.
 	Tools, Prompts, Resources, Templates []json.RawMessage
+	// LogPath is what Manager.LogPath returns for the server.
+	LogPath string
 	// Handle answers every call to the server. Nil answers with an empty
-	// result.
+	// result. Who made the call is in CallerFrom(ctx).
 	Handle func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the Caller of a call, inside Server.Handle.
+func CallerFrom(ctx context.Context) upstream.Caller {
+	c, _ := ctx.Value(callerKey{}).(upstream.Caller)
+	return c
 }
 
 // Manager is a fake upstream.Manager. It is safe for concurrent use.
 type Manager struct {
+	// Ended and LogLevels record EndSession and SetLogLevel calls; read
+	// them with Recorded.
+	Ended, LogLevels []string
+
 	mu       sync.Mutex
 	servers  map[string]*Server
 	watchers map[int]func(upstream.Event)
@@ -71,7 +85,7 @@ func (m *Manager) emit(ev upstream.Event) {
 }
 
 // Call implements gateway.Upstreams.
-func (m *Manager) Call(ctx context.Context, server, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
 	m.mu.Lock()
 	s, ok := m.servers[server]
 	m.mu.Unlock()
@@ -84,7 +98,39 @@ func (m *Manager) Call(ctx context.Context, server, method string, params json.R
 	if s.Handle == nil {
 		return json.RawMessage(`{}`), nil
 	}
-	return s.Handle(ctx, method, params, hooks)
+	return s.Handle(context.WithValue(ctx, callerKey{}, who), method, params, hooks)
+}
+
+// EndSession implements gateway.Upstreams; it records the session.
+func (m *Manager) EndSession(session string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Ended = append(m.Ended, session)
+}
+
+// SetLogLevel implements gateway.Upstreams; it records the level.
+func (m *Manager) SetLogLevel(level string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.LogLevels = append(m.LogLevels, level)
+}
+
+// Recorded returns the sessions EndSession got and the levels
+// SetLogLevel got, in order.
+func (m *Manager) Recorded() (ended, levels []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.Ended...), append([]string(nil), m.LogLevels...)
+}
+
+// LogPath returns the server's LogPath, as upstream.Manager.LogPath.
+func (m *Manager) LogPath(server string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.servers[server]; ok {
+		return s.LogPath
+	}
+	return ""
 }
 
 // Servers implements gateway.Upstreams.

@@ -105,9 +105,11 @@ type serverSettings struct {
 
 // buildCatalog merges the servers' lists. Every byte of an upstream object
 // is kept except the name or URI the gateway exposes it under (and a
-// description override from config). A server that is down keeps its last
-// lists, so that its tools stay routable and their calls can say why they
-// fail.
+// description override from config). A server that is not running leaves
+// the lists (clients get list_changed, and another when it is back), but
+// its last lists stay in the routing tables, so that a call to one of its
+// tools names the server and its state (DESIGN decision 9) rather than
+// being an unknown tool.
 func buildCatalog(servers []upstream.Status, version uint64, in catalogInput, logger *slog.Logger) *catalog {
 	c := &catalog{
 		version:    version,
@@ -127,8 +129,9 @@ func buildCatalog(servers []upstream.Status, version uint64, in catalogInput, lo
 // buildNamed merges tools or prompts under the naming rules.
 func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind string, logger *slog.Logger) (*list, *naming.Table) {
 	type src struct {
-		ref naming.Ref
-		raw json.RawMessage
+		ref    naming.Ref
+		raw    json.RawMessage
+		listed bool
 	}
 	var srcs []src
 	var entries []naming.Entry
@@ -166,7 +169,7 @@ func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind st
 			}
 			e.Seq = in.seq(kind, ref)
 			entries = append(entries, e)
-			srcs = append(srcs, src{ref: ref, raw: raw})
+			srcs = append(srcs, src{ref: ref, raw: raw, listed: st.State == upstream.StateRunning})
 		}
 	}
 	table, problems := naming.Build(in.naming, entries)
@@ -185,7 +188,9 @@ func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind st
 			logger.Error("renaming failed", "server", s.ref.Server, "name", s.ref.Name, "err", err)
 			continue
 		}
-		items = append(items, item{key: exposed, server: s.ref.Server, raw: raw})
+		if s.listed {
+			items = append(items, item{key: exposed, server: s.ref.Server, raw: raw})
+		}
 	}
 	return newList(kind, items), table
 }
@@ -221,7 +226,9 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 			} else {
 				c.bareURIs[uri] = appendOnce(c.bareURIs[uri], st.Name)
 			}
-			resources = append(resources, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+			if st.State == upstream.StateRunning {
+				resources = append(resources, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+			}
 		}
 		for _, raw := range st.Templates {
 			t, ok := rawjson.String(raw, "uriTemplate")
@@ -236,7 +243,9 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 				v, _ := json.Marshal(exposed)
 				raw, _ = rawjson.Set(raw, "uriTemplate", v)
 			}
-			templates = append(templates, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+			if st.State == upstream.StateRunning {
+				templates = append(templates, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+			}
 		}
 	}
 	c.resources = newList("resources", resources)

@@ -449,7 +449,7 @@ func TestCatalog_AutoNamespaceIsSticky(t *testing.T) {
 	if got := list(); got != want {
 		t.Errorf("resources/list = %s, want %s", got, want)
 	}
-	m.Set(&upstreamtest.Server{Name: "z", State: upstream.StateExited, Resources: raws(`{"uri":"file:///z","name":"z"}`, `{"uri":"file:///z2","name":"z2"}`)})
+	m.Set(&upstreamtest.Server{Name: "z", Resources: raws(`{"uri":"file:///z","name":"z"}`, `{"uri":"file:///z2","name":"z2"}`)})
 	want = `{"resources":[{"uri":"file:///z","name":"z"},{"uri":"file:///z2","name":"z2"},{"uri":"mcp+a+file:///a","name":"a"}]}`
 	if got := list(); got != want {
 		t.Errorf("after z changed: resources/list = %s, want %s", got, want)

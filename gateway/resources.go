@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // Resource routing. A client names a resource by the URI it was shown:
@@ -253,7 +255,25 @@ func mapArray(obj json.RawMessage, field string, fn func(json.RawMessage) (json.
 // Updates go to the subscribed sessions only, through the session sink of
 // their subscribe request.
 
-type subKey struct{ server, uri string }
+// subKey names one upstream subscription: a server's URI on one of its
+// upstream sessions (the shared one, a principal's or a session's, by the
+// server's session mode), with the caller to reach that session.
+type subKey struct {
+	server, uri string
+	who         upstream.Caller
+}
+
+// subKeyOf returns the subscription key of a request for server's uri.
+func (s *Server) subKeyOf(req *Request, server, uri string) subKey {
+	var who upstream.Caller
+	switch s.serverConfig(server).SessionMode {
+	case config.SessionPerPrincipal:
+		who.Principal = req.Principal
+	case config.SessionPerSession:
+		who = upstream.Caller{Principal: req.Principal, Session: req.Session}
+	}
+	return subKey{server: server, uri: uri, who: who}
+}
 
 type subscriptions struct {
 	mu        sync.Mutex
@@ -281,7 +301,7 @@ func (s *Server) subscribe(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := subKey{server, orig}
+	key := s.subKeyOf(req, server, orig)
 	s.subs.mu.Lock()
 	first := len(s.subs.byKey[key]) == 0
 	s.subs.mu.Unlock()
@@ -318,7 +338,7 @@ func (s *Server) unsubscribe(ctx context.Context, req *Request) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	key := subKey{server, orig}
+	key := s.subKeyOf(req, server, orig)
 	if s.dropSubscription(req.Session, key) {
 		params, err := setString(req.Params, "uri", orig)
 		if err != nil {
@@ -352,10 +372,16 @@ func (s *Server) dropSubscription(session string, key subKey) (last bool) {
 	return false
 }
 
-// EndSession forgets what a session held in the core: its resource
-// subscriptions, unsubscribing upstream where it was the last subscriber.
-// Edges call it when a session ends.
+// EndSession forgets what a session held in the core (its resource
+// subscriptions, unsubscribing upstream where it was the last subscriber;
+// its log level) and releases its per_session upstream sessions. Edges
+// call it when a session ends.
 func (s *Server) EndSession(session string) {
+	s.sinksMu.Lock()
+	delete(s.sinks, session)
+	s.sinksMu.Unlock()
+	s.endLogging(session)
+	defer s.opts.Upstreams.EndSession(session)
 	s.subs.mu.Lock()
 	keys := make([]subKey, 0, len(s.subs.bySession[session]))
 	for k := range s.subs.bySession[session] {
@@ -372,7 +398,7 @@ func (s *Server) EndSession(session string) {
 			defer s.subs.bg.Done()
 			ctx, cancel := context.WithTimeout(s.life, s.timeout(k.server))
 			defer cancel()
-			if _, err := s.opts.Upstreams.Call(ctx, k.server, "resources/unsubscribe", params, nil); err != nil {
+			if _, err := s.opts.Upstreams.Call(ctx, k.server, k.who, "resources/unsubscribe", params, nil); err != nil {
 				s.logger.Debug("unsubscribing after a session ended failed", "server", k.server, "err", err)
 			}
 		}()
@@ -382,6 +408,17 @@ func (s *Server) EndSession(session string) {
 // onNotification relays a server's notification that belongs to no call.
 func (s *Server) onNotification(server string, n *jsonrpc.Message) {
 	switch n.Method {
+	case "notifications/progress":
+		if !s.relay.deliverProgress(n.Params) {
+			s.logger.Debug("dropping progress with a token of no call", "server", server)
+		}
+	case "notifications/message":
+		s.logToSessions(server, n.Params)
+	case "notifications/elicitation/complete":
+		s.elicitationComplete(server, n.Params)
+	case "notifications/cancelled":
+		// The server gave up one of its own requests; the upstream client
+		// ends the answer it was waiting for.
 	case "notifications/resources/updated":
 		uri, ok := rawjson.String(n.Params, "uri")
 		if !ok {
@@ -395,7 +432,14 @@ func (s *Server) onNotification(server string, n *jsonrpc.Message) {
 			sink("notifications/resources/updated", params)
 		}
 	default:
-		s.logger.Debug("dropping a server notification", "server", server, "method", n.Method)
+		if !s.events.add(server, n.Method, n.Params) {
+			return // a repeat within the dedup window
+		}
+		if s.serverConfig(server).ForwardNotifications {
+			for _, sink := range s.sessionSinks() {
+				sink(n.Method, n.Params)
+			}
+		}
 	}
 }
 
@@ -404,18 +448,26 @@ func (s *Server) onNotification(server string, n *jsonrpc.Message) {
 func (s *Server) subscribers(server, uri string) []func(string, json.RawMessage) {
 	s.subs.mu.Lock()
 	defer s.subs.mu.Unlock()
-	sinks := s.subs.byKey[subKey{server, uri}]
-	if len(sinks) == 0 {
-		for k, v := range s.subs.byKey {
-			if k.server == server && strings.HasPrefix(uri, k.uri) {
-				sinks = v
-				break
+	// Every upstream session of the server that subscribed to uri (the
+	// notification does not say which upstream session sent it when the
+	// server has several), or, when none did, to a URI that uri is a
+	// sub-resource of.
+	var out []func(string, json.RawMessage)
+	for k, v := range s.subs.byKey {
+		if k.server == server && k.uri == uri {
+			for _, f := range v {
+				out = append(out, f)
 			}
 		}
 	}
-	out := make([]func(string, json.RawMessage), 0, len(sinks))
-	for _, f := range sinks {
-		out = append(out, f)
+	if len(out) == 0 {
+		for k, v := range s.subs.byKey {
+			if k.server == server && strings.HasPrefix(uri, k.uri) {
+				for _, f := range v {
+					out = append(out, f)
+				}
+			}
+		}
 	}
 	return out
 }

@@ -23,15 +23,22 @@ import (
 // Upstreams is what the core needs of the upstream manager;
 // *upstream.Manager implements it.
 type Upstreams interface {
-	// Call sends a request to the named server and waits for its result.
-	// A server that is not running gives an *upstream.UnavailableError; a
-	// JSON-RPC error from the server is a *jsonrpc.Error.
-	Call(ctx context.Context, server, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
+	// Call sends a request to the named server on behalf of who and waits
+	// for its result. A server that is not running gives an
+	// *upstream.UnavailableError; a JSON-RPC error from the server is a
+	// *jsonrpc.Error.
+	Call(ctx context.Context, server string, who upstream.Caller, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
 	// Servers returns a snapshot of every server, sorted by name.
 	Servers() []upstream.Status
 	// Watch calls fn for every change of a server's state or lists and for
 	// every notification of a server that belongs to no call, until stop.
 	Watch(fn func(upstream.Event)) (stop func())
+	// EndSession releases what the upstreams hold for a downstream session
+	// (per_session upstream sessions and processes).
+	EndSession(session string)
+	// SetLogLevel sets the servers' log level (logging/setLevel), kept
+	// across reconnects and restarts; "" leaves them at their default.
+	SetLogLevel(level string)
 }
 
 var _ Upstreams = (*upstream.Manager)(nil)
@@ -67,6 +74,10 @@ type Options struct {
 	// Secret keys the cursors the core issues (at least 32 bytes). If nil,
 	// a random key: cursors then die with the process.
 	Secret []byte
+	// InputTimeout bounds how long a client may take to answer a request
+	// relayed to it (elicitation, sampling, roots). If zero,
+	// config.DefaultInputTimeout.
+	InputTimeout time.Duration
 }
 
 // Server is the gateway core. It is safe for concurrent use. Create it
@@ -95,11 +106,19 @@ type Server struct {
 	// came from, so that a later resources/read of it finds its server.
 	seen *lru.Cache[seenKey, string]
 
-	subs subscriptions
+	subs   subscriptions
+	relay  relay
+	logs   logLevels
+	events *eventStore
 	// life bounds the core's own background calls (unsubscribing after a
 	// session ended); Close cancels it and waits for them.
 	life     context.Context
 	stopLife context.CancelFunc
+
+	// sinks are the live sessions' SessionNotify, for what goes to every
+	// session (forwarded server notifications).
+	sinksMu sync.RWMutex
+	sinks   map[string]func(method string, params json.RawMessage)
 
 	mu       sync.Mutex
 	watchers map[int]func(Change)
@@ -146,6 +165,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = config.DefaultCallTimeout
+	}
+	if opts.InputTimeout <= 0 {
+		opts.InputTimeout = config.DefaultInputTimeout
 	}
 	if opts.ListChangedDebounce <= 0 {
 		opts.ListChangedDebounce = config.DefaultListChangedDebounce
@@ -195,9 +217,13 @@ func New(opts Options) (*Server, error) {
 		autoNS:   map[string]map[string]bool{},
 		reported: map[string]bool{},
 		watchers: map[int]func(Change){},
+		sinks:    map[string]func(string, json.RawMessage){},
 		pending:  map[string]bool{},
 	}
 	s.subs.init()
+	s.relay.init()
+	s.logs.init()
+	s.events = newEventStore(maxEvents, eventDedupWindow)
 	s.life, s.stopLife = context.WithCancel(context.Background())
 	for _, sc := range opts.Servers {
 		s.settings[sc.Name] = serverSettings{
@@ -213,8 +239,9 @@ func New(opts Options) (*Server, error) {
 		// offers what it serves for any configured server, started or not
 		// (DESIGN decision 11): the merged lists, which change as servers
 		// come and go, resource subscriptions and completions, which it
-		// routes to the server that owns them.
-		Capabilities: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{}}`),
+		// routes to the server that owns them, and logging, which it fans
+		// out.
+		Capabilities: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}}`),
 	}
 	s.rebuildMu.Lock()
 	s.cat.Store(s.buildLocked(1))
@@ -267,6 +294,34 @@ func (s *Server) Watch(fn func(Change)) (stop func()) {
 		defer s.mu.Unlock()
 		delete(s.watchers, id)
 	}
+}
+
+// registerSession remembers a session's sink for what goes to every
+// session.
+func (s *Server) registerSession(req *Request) {
+	if req.Session == "" || req.SessionNotify == nil {
+		return
+	}
+	s.sinksMu.RLock()
+	_, ok := s.sinks[req.Session]
+	s.sinksMu.RUnlock()
+	if ok {
+		return
+	}
+	s.sinksMu.Lock()
+	s.sinks[req.Session] = req.SessionNotify
+	s.sinksMu.Unlock()
+}
+
+// sessionSinks returns every live session's sink.
+func (s *Server) sessionSinks() []func(string, json.RawMessage) {
+	s.sinksMu.RLock()
+	defer s.sinksMu.RUnlock()
+	out := make([]func(string, json.RawMessage), 0, len(s.sinks))
+	for _, f := range s.sinks {
+		out = append(out, f)
+	}
+	return out
 }
 
 // settingsOf returns the options of a server.
@@ -433,6 +488,7 @@ func (s *Server) flush() {
 // ready for the client, or the context's error when ctx ended (the client
 // went away or cancelled; nothing is to be written).
 func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
+	s.registerSession(req)
 	switch req.Method {
 	case "ping":
 		return complete(json.RawMessage(`{}`)), nil
@@ -456,6 +512,8 @@ func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
 		return s.unsubscribe(ctx, req)
 	case "completion/complete":
 		return s.complete(ctx, req)
+	case "logging/setLevel":
+		return s.setLevel(req)
 	default:
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not offered by this gateway", req.Method)
 	}
@@ -472,33 +530,69 @@ func (s *Server) timeout(server string) time.Duration {
 }
 
 // forward sends a request to server under the call timeout and maps
-// failures to the gateway's errors.
+// failures to the gateway's errors. The client's progress token is
+// replaced by one of ours, and the server's requests during the call
+// (elicitation, sampling, roots) go to the client through req.Input, with
+// the call's timeout paused while the client answers.
 func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage) (json.RawMessage, error) {
 	timeout := s.timeout(server)
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var hooks *upstream.CallHooks
-	if req.Notify != nil {
-		hooks = &upstream.CallHooks{Notify: func(m *jsonrpc.Message) { req.Notify(m.Method, m.Params) }}
+	timer := newCallTimer(ctx, timeout)
+	defer timer.stop()
+	params, forget := s.relay.withProgress(params, req.Notify)
+	defer forget()
+	hooks := &upstream.CallHooks{
+		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, m) },
+		Request: s.inputHandler(req, server, timer),
 	}
-	body, err := s.opts.Upstreams.Call(cctx, server, method, params, hooks)
+	who := upstream.Caller{Principal: req.Principal, Session: req.Session}
+	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {
 		return body, nil
 	}
 	var jerr *jsonrpc.Error
 	var unavail *upstream.UnavailableError
+	var full *upstream.PoolFullError
+	cause := context.Cause(timer.ctx)
 	switch {
+	case errors.As(err, &jerr) && jerr.Code == CodeURLElicitationRequired:
+		return nil, s.urlElicitationRequired(req, server, jerr)
 	case errors.As(err, &jerr):
 		return nil, jerr // the server's own error, relayed as it is
 	case errors.As(err, &unavail):
 		return nil, unavailable(server, string(unavail.State), unavail.Err)
+	case errors.As(err, &full):
+		return nil, jsonrpc.NewError(CodeRateLimited,
+			fmt.Sprintf("server %q has as many upstream sessions as its pool allows (%d) and all are busy; try again later", server, full.Max),
+			errorData{Server: server})
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(cause, errURLElicitation):
+		return nil, refusedURLElicitation(server)
+	case errors.Is(cause, errCallTimeout):
 		s.logger.Warn("upstream call timed out", "server", server, "method", method, "timeout", timeout)
 		return nil, timedOut(server, method, timeout)
 	default:
 		s.logger.Warn("upstream call failed", "server", server, "method", method, "err", err)
 		return nil, unavailable(server, string(upstream.StateRunning), fmt.Sprintf("the call failed: %v", err))
+	}
+}
+
+// callNotification relays a server's notification that belongs to req's
+// call: progress under the client's token, log messages when the session's
+// level admits them, the rest as they are.
+func (s *Server) callNotification(req *Request, server string, m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/progress":
+		if !s.relay.deliverProgress(m.Params) {
+			s.logger.Debug("dropping progress with a token of no call", "server", server)
+		}
+	case "notifications/message":
+		s.logToCall(req, server, m.Params)
+	case "notifications/elicitation/complete":
+		s.elicitationComplete(server, m.Params)
+	default:
+		if req.Notify != nil {
+			req.Notify(m.Method, m.Params)
+		}
 	}
 }

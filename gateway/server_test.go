@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/upstream"
 	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
 )
@@ -50,10 +51,11 @@ func TestToolsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The server that is down is left out of the list (its tools stay
+	// routable: TestToolsCall).
 	want := `{"tools":[` +
 		`{"name":"mcp__alpha__a","inputSchema":{"type":"object"}},` +
 		`{"name":"mcp__alpha__z","description":"last", "inputSchema":` + schema + `,"annotations":{"readOnlyHint":true},"_meta":{"k":1.50}},` +
-		`{"name":"mcp__down__t","inputSchema":{"type":"object"}},` +
 		`{"name":"mcp__zeta__b","inputSchema":{"type":"object"}}]}`
 	if diff := cmp.Diff(want, string(res.Body)); diff != "" {
 		t.Errorf("tools/list (-want +got):\n%s", diff)
@@ -82,8 +84,10 @@ func TestToolsCall(t *testing.T) {
 	var gotParams atomic.Value
 	echo := func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
 		gotParams.Store(string(params))
+		meta, _, _ := rawjson.Get(params, "_meta")
+		token, _, _ := rawjson.Get(meta, "progressToken")
 		if hooks != nil && hooks.Notify != nil {
-			hooks.Notify(jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":"p","progress":1}`)))
+			hooks.Notify(jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":`+string(token)+`,"progress":1}`)))
 		}
 		return json.RawMessage(`{"content":[{"type":"text","text":"hi"}],"structuredContent":{"a":1},"isError":false}`), nil
 	}
@@ -112,7 +116,8 @@ func TestToolsCall(t *testing.T) {
 	if want := `{"content":[{"type":"text","text":"hi"}],"structuredContent":{"a":1},"isError":false}`; string(res.Body) != want {
 		t.Errorf("result = %s, want %s", res.Body, want)
 	}
-	if want := `{"name":"read__all","arguments":{"p":"/x"},"_meta":{"progressToken":"p"}}`; gotParams.Load() != want {
+	// The server sees a progress token of the gateway's, not the client's.
+	if want := `{"name":"read__all","arguments":{"p":"/x"},"_meta":{"progressToken":"mcpgw-p-1"}}`; gotParams.Load() != want {
 		t.Errorf("upstream params = %s, want %s", gotParams.Load(), want)
 	}
 	if diff := cmp.Diff([]string{`notifications/progress {"progressToken":"p","progress":1}`}, notes); diff != "" {
@@ -187,11 +192,16 @@ func TestWatchOnChange(t *testing.T) {
 	if !strings.Contains(string(res.Body), "mcp__s__t") {
 		t.Errorf("tools/list after change = %s", res.Body)
 	}
-	// A server going down keeps its tools: nothing exposed changes. A
-	// later real change is the next notice.
+	// A server going down leaves the list, and comes back with it.
 	m.Set(&upstreamtest.Server{Name: "s", State: upstream.StateExited, Tools: raws(`{"name":"t","inputSchema":{"type":"object"}}`)})
-	m.Set(&upstreamtest.Server{Name: "s", Prompts: raws(`{"name":"p"}`), Tools: raws(`{"name":"t","inputSchema":{"type":"object"}}`)})
-	if c := <-changes; c.List != "prompts" {
-		t.Errorf("next change = %+v, want prompts (the server going down changed nothing)", c)
+	if c := <-changes; c.List != "tools" {
+		t.Errorf("change = %+v, want tools (the server went down)", c)
+	}
+	if res, _ := s.Handle(context.Background(), &Request{Method: "tools/list"}); string(res.Body) != `{"tools":[]}` {
+		t.Errorf("tools/list while the server is down = %s", res.Body)
+	}
+	m.Set(&upstreamtest.Server{Name: "s", Tools: raws(`{"name":"t","inputSchema":{"type":"object"}}`)})
+	if c := <-changes; c.List != "tools" {
+		t.Errorf("change = %+v, want tools (the server came back)", c)
 	}
 }

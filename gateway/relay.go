@@ -1,0 +1,387 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/upstream"
+)
+
+// The relay of one forwarded call (PROTOCOL.md points 1, 2, 9):
+//
+//	client ─tools/call (id 7, progressToken "p")─► core ─(id 42, token "mcpgw-p-9")─► server
+//	client ◄─progress ("p")── core ◄─progress ("mcpgw-p-9")── server
+//	client ◄─elicitation/create (our id)── edge ◄─Input── core ◄─elicitation/create (id 3)── server
+//	client ──result──► edge ──► core ──result (id 3)──► server
+//
+// Every id that crosses a hop is the sender's own on that hop: the
+// upstream client numbers requests per connection, progress tokens and
+// URL-elicitation ids are re-minted here and mapped back, and requests to
+// the client get the edge's own ids. While a call waits for a client's
+// answer, its timeout is paused.
+
+// errCallTimeout is the cause of a call cancelled by its timeout. Its text
+// is the reason the upstream gets in notifications/cancelled.
+var errCallTimeout = errors.New("timeout")
+
+// errURLElicitation is the cause of a call cancelled because its server
+// asked for URL-mode elicitation that the gateway does not relay from it.
+var errURLElicitation = errors.New("URL-mode elicitation is not relayed from a shared server")
+
+// callTimer bounds a forwarded call by its timeout, and can pause while the
+// call waits for a client's input.
+type callTimer struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	timer     *time.Timer
+	remaining time.Duration
+	deadline  time.Time
+	paused    int
+}
+
+func newCallTimer(parent context.Context, d time.Duration) *callTimer {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := &callTimer{ctx: ctx, cancel: cancel, deadline: time.Now().Add(d)}
+	t.timer = time.AfterFunc(d, func() { cancel(errCallTimeout) })
+	return t
+}
+
+// pause stops the clock; calls nest.
+func (t *callTimer) pause() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.paused++
+	if t.paused == 1 && t.timer.Stop() {
+		t.remaining = time.Until(t.deadline)
+	}
+}
+
+// resume starts the clock again with what was left.
+func (t *callTimer) resume() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.paused--
+	if t.paused == 0 && t.ctx.Err() == nil {
+		t.deadline = time.Now().Add(t.remaining)
+		t.timer.Reset(t.remaining)
+	}
+}
+
+func (t *callTimer) stop() {
+	t.timer.Stop()
+	t.cancel(nil)
+}
+
+// relay holds what the core relays between clients and servers beyond
+// one call's bytes: progress tokens and URL-elicitation ids it re-minted.
+type relay struct {
+	next atomic.Uint64
+
+	mu       sync.Mutex
+	progress map[string]*progressRoute // our token -> the call that gave it
+
+	// elicitations maps our URL-elicitation id to its server's id and the
+	// session that got it; byUpstream maps back. Both are bounded, and an
+	// entry expires after elicitationTTL (checked on read: the expirable
+	// LRU of golang-lru v2 runs a goroutine that can never be stopped).
+	elicitations *lru.Cache[string, elicitation]
+	byUpstream   *lru.Cache[upstreamElicitation, string]
+}
+
+type progressRoute struct {
+	token  json.RawMessage // the client's own token
+	notify func(method string, params json.RawMessage)
+}
+
+type elicitation struct {
+	server, upstreamID string
+	notify             func(method string, params json.RawMessage)
+	expires            time.Time
+}
+
+type upstreamElicitation struct{ server, id string }
+
+// Bounds of the URL-elicitation ids kept for their completion notices.
+const (
+	elicitationTTL  = time.Hour
+	maxElicitations = 10000
+)
+
+func (r *relay) init() {
+	r.progress = map[string]*progressRoute{}
+	r.elicitations, _ = lru.New[string, elicitation](maxElicitations)
+	r.byUpstream, _ = lru.New[upstreamElicitation, string](maxElicitations)
+}
+
+func (r *relay) mint(kind string) string {
+	return "mcpgw-" + kind + "-" + strconv.FormatUint(r.next.Add(1), 10)
+}
+
+// withProgress replaces the client's progress token in params with one of
+// ours and returns the new params and a func that forgets the token.
+func (r *relay) withProgress(params json.RawMessage, notify func(string, json.RawMessage)) (json.RawMessage, func()) {
+	meta, ok, _ := rawjson.Get(params, "_meta")
+	if !ok {
+		return params, func() {}
+	}
+	token, ok, _ := rawjson.Get(meta, "progressToken")
+	if !ok || notify == nil {
+		return params, func() {}
+	}
+	ours := r.mint("p")
+	q, _ := json.Marshal(ours)
+	meta2, err := rawjson.Set(meta, "progressToken", q)
+	if err != nil {
+		return params, func() {}
+	}
+	out, err := rawjson.Set(params, "_meta", meta2)
+	if err != nil {
+		return params, func() {}
+	}
+	r.mu.Lock()
+	r.progress[ours] = &progressRoute{token: append(json.RawMessage(nil), token...), notify: notify}
+	r.mu.Unlock()
+	return out, func() {
+		r.mu.Lock()
+		delete(r.progress, ours)
+		r.mu.Unlock()
+	}
+}
+
+// deliverProgress sends a server's notifications/progress to the call
+// whose token it carries, under the client's own token. It reports
+// whether the token was one of ours.
+func (r *relay) deliverProgress(params json.RawMessage) bool {
+	tok, ok := rawjson.String(params, "progressToken")
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	route := r.progress[tok]
+	r.mu.Unlock()
+	if route == nil {
+		return false
+	}
+	out, err := rawjson.Set(params, "progressToken", route.token)
+	if err != nil {
+		return false
+	}
+	route.notify("notifications/progress", out)
+	return true
+}
+
+// userBound reports whether a server's upstream sessions belong to one
+// user, so that URL-mode elicitation and -32042 may be relayed from it
+// (the spec binds them to the user; DESIGN decision 5).
+func (s *Server) userBound(server string) bool {
+	sc := s.serverConfig(server)
+	switch sc.SessionMode {
+	case config.SessionPerPrincipal, config.SessionPerSession:
+		return true
+	}
+	return sc.SingleUser
+}
+
+// serverConfig returns a server's configuration, or the zero one.
+func (s *Server) serverConfig(server string) config.Server {
+	for _, sc := range s.opts.Servers {
+		if sc.Name == server {
+			return sc
+		}
+	}
+	return config.Server{Name: server}
+}
+
+// inputHandler returns the handler of the requests a server sends while
+// req's call runs (elicitation, sampling, roots).
+func (s *Server) inputHandler(req *Request, server string, timer *callTimer) upstream.RequestHandler {
+	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
+		switch m.Method {
+		case "ping":
+			return json.RawMessage(`{}`), nil
+		case "elicitation/create", "sampling/createMessage", "roots/list":
+		default:
+			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not relay %s", m.Method)
+		}
+		params := m.Params
+		if m.Method == "elicitation/create" {
+			if mode, _ := rawjson.String(params, "mode"); mode == "url" {
+				if !s.userBound(server) {
+					s.logger.Warn("refusing URL-mode elicitation from a shared server", "server", server, "session_id", req.Session)
+					timer.cancel(errURLElicitation)
+					return json.RawMessage(`{"action":"cancel"}`), nil
+				}
+				params = s.mintElicitation(server, params, req.SessionNotify)
+			}
+		}
+		if why := missingCapability(req.Client.Capabilities, m.Method, params); req.Input == nil || why != "" {
+			if why == "" {
+				why = "the client cannot be asked"
+			}
+			s.logger.Info("answering a server request for the client", "server", server, "method", m.Method, "session_id", req.Session, "why", why)
+			return s.defaultAnswer(server, m.Method)
+		}
+		timer.pause()
+		defer timer.resume()
+		ictx, cancel := context.WithTimeoutCause(ctx, s.opts.InputTimeout, errors.New("the client did not answer in time"))
+		defer cancel()
+		res, err := req.Input(ictx, m.Method, params)
+		if err != nil {
+			var jerr *jsonrpc.Error
+			if errors.As(err, &jerr) {
+				return nil, jerr // the client's own error
+			}
+			s.logger.Info("no answer from the client; answering the server for it", "server", server, "method", m.Method, "session_id", req.Session, "err", context.Cause(ictx))
+			return s.defaultAnswer(server, m.Method)
+		}
+		return res, nil
+	}
+}
+
+// missingCapability says why the client cannot be sent a request, or "".
+// A client gets only what it declared (PROTOCOL.md point 2).
+func missingCapability(caps json.RawMessage, method string, params json.RawMessage) string {
+	has := func(obj json.RawMessage, key string) (json.RawMessage, bool) {
+		if len(obj) == 0 {
+			return nil, false
+		}
+		v, ok, err := rawjson.Get(obj, key)
+		return v, ok && err == nil && string(v) != "null"
+	}
+	switch method {
+	case "elicitation/create":
+		el, ok := has(caps, "elicitation")
+		if !ok {
+			return "it did not declare elicitation"
+		}
+		mode, _ := rawjson.String(params, "mode")
+		if mode == "url" {
+			if _, ok := has(el, "url"); !ok {
+				return "it did not declare elicitation.url"
+			}
+		} else if _, url := has(el, "url"); url {
+			// {"url":{}} alone declares URL mode only; {} means form.
+			if _, form := has(el, "form"); !form {
+				return "it declared URL-mode elicitation only"
+			}
+		}
+	case "sampling/createMessage":
+		sm, ok := has(caps, "sampling")
+		if !ok {
+			return "it did not declare sampling"
+		}
+		if _, tools := has(params, "tools"); tools {
+			if _, ok := has(sm, "tools"); !ok {
+				return "it did not declare sampling.tools"
+			}
+		}
+	case "roots/list":
+		if _, ok := has(caps, "roots"); !ok {
+			return "it did not declare roots"
+		}
+	}
+	return ""
+}
+
+// defaultAnswer is what the gateway answers a server for a client that
+// cannot answer (DESIGN decision 5): elicitation is cancelled, sampling is
+// an error, roots come from config or are an error.
+func (s *Server) defaultAnswer(server, method string) (json.RawMessage, error) {
+	switch method {
+	case "elicitation/create":
+		return json.RawMessage(`{"action":"cancel"}`), nil
+	case "roots/list":
+		if roots := s.serverConfig(server).Roots; len(roots) > 0 {
+			type root struct {
+				URI  string `json:"uri"`
+				Name string `json:"name,omitempty"`
+			}
+			out := make([]root, len(roots))
+			for i, r := range roots {
+				out[i] = root{r.URI, r.Name}
+			}
+			b, _ := json.Marshal(map[string]any{"roots": out})
+			return b, nil
+		}
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw has no client to ask for roots and no roots configured for server %q", server)
+	default:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw has no client that can answer %s for server %q", method, server)
+	}
+}
+
+// mintElicitation gives a URL-mode elicitation an id of ours, remembered
+// with the session to tell when the server says it completed.
+func (s *Server) mintElicitation(server string, params json.RawMessage, notify func(string, json.RawMessage)) json.RawMessage {
+	id, ok := rawjson.String(params, "elicitationId")
+	if !ok {
+		return params
+	}
+	ours := s.relay.mint("e")
+	s.relay.elicitations.Add(ours, elicitation{server: server, upstreamID: id, notify: notify, expires: time.Now().Add(elicitationTTL)})
+	s.relay.byUpstream.Add(upstreamElicitation{server, id}, ours)
+	out, err := setString(params, "elicitationId", ours)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// elicitationComplete relays a server's notifications/elicitation/complete
+// to the one session that got that elicitation, under our id.
+func (s *Server) elicitationComplete(server string, params json.RawMessage) {
+	id, ok := rawjson.String(params, "elicitationId")
+	if !ok {
+		return
+	}
+	ours, ok := s.relay.byUpstream.Get(upstreamElicitation{server, id})
+	if !ok {
+		return // unknown or expired: the spec lets clients ignore it too
+	}
+	e, ok := s.relay.elicitations.Get(ours)
+	if !ok || e.notify == nil || time.Now().After(e.expires) {
+		return
+	}
+	out, err := setString(params, "elicitationId", ours)
+	if err != nil {
+		return
+	}
+	e.notify("notifications/elicitation/complete", out)
+}
+
+// urlElicitationRequired maps a server's -32042 error: relayed with its
+// elicitation ids re-minted from a user-bound server, refused otherwise.
+func (s *Server) urlElicitationRequired(req *Request, server string, jerr *jsonrpc.Error) *jsonrpc.Error {
+	if !s.userBound(server) {
+		return refusedURLElicitation(server)
+	}
+	out, changed := mapArray(jerr.Data, "elicitations", func(el json.RawMessage) (json.RawMessage, bool) {
+		next := s.mintElicitation(server, el, req.SessionNotify)
+		return next, string(next) != string(el)
+	})
+	if !changed {
+		return jerr
+	}
+	return &jsonrpc.Error{Code: jerr.Code, Message: jerr.Message, Data: out}
+}
+
+func refusedURLElicitation(server string) *jsonrpc.Error {
+	return jsonrpc.NewError(CodeInputRefused,
+		fmt.Sprintf("server %q asked for URL-mode elicitation, which mcpgw relays only from servers whose sessions belong to one user (session_mode per_principal or per_session, or single_user: true)", server),
+		errorData{Server: server})
+}
+
+// CodeURLElicitationRequired is the spec's URLElicitationRequiredError.
+const CodeURLElicitationRequired = -32042

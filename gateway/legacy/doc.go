@@ -18,12 +18,14 @@
 //	   ▼
 //	 live session ── Mcp-Session-Id = seal{replica, principal, 16 random bytes, created}
 //	   │  version, client capabilities and info, principal, last activity,
-//	   │  calls in flight (request id → cancel), streams (0 = GET, 1, 2, …)
+//	   │  calls in flight (request id → cancel), streams (0 = GET, 1, 2, …),
+//	   │  input requests waiting for the client (our id → waiter)
 //	   │
 //	   ├─ DELETE ────────────┐
-//	   ├─ idle (no call, no  │  end: cancel its calls, close its streams,
-//	   │  connected stream,  ├─ forget the id; that id now gets 404 and the
-//	   │  for IdleTimeout) ──┤  client initializes again
+//	   ├─ idle (no call, no  │  end: cancel its calls, fail its input
+//	   │  input request, no  ├─ requests, close its streams, forget the id;
+//	   │  connected stream,  │  that id now gets 404 and the client
+//	   │  for IdleTimeout) ──┤  initializes again
 //	   └─ Handler.Close ─────┘
 //
 // A session id is a sealed token (internal/seal, purpose "session"): any
@@ -35,7 +37,8 @@
 // logged.
 //
 // The janitor goroutine, owned by the Handler and stopped by Close, ends
-// idle sessions and drops finished streams whose resume window passed. A
+// idle sessions, drops finished streams whose resume window passed, and
+// cancels the calls of streams nobody resumed within it. A
 // lookup also checks idleness itself, so an expired id is 404 even between
 // two janitor rounds.
 //
@@ -51,7 +54,8 @@
 //	POST tools/call ─► stream 3: [3_1 priming] [3_2 progress] [3_3 response] ─► done
 //	                        ▲ the POST's connection writes from its cursor
 //	connection drops ─► the call keeps running (a dropped connection is not
-//	                    a cancel); later events wait in the buffer
+//	                    a cancel); later events wait in the buffer, and the
+//	                    resume window starts
 //	GET, Last-Event-ID: 3_2 ─► a new connection attaches to stream 3 at seq 2,
 //	                    writes 3_3, and the response ends with the stream
 //
@@ -87,14 +91,62 @@
 // client its whole session is gone (the go-sdk server makes the same
 // choice).
 //
+// # Input requests
+//
+// While a forwarded call runs, its server may ask the client for input
+// (elicitation/create, sampling/createMessage, roots/list). The core
+// decides whether this client may be asked (its capabilities) and bounds
+// the wait; the edge does the asking, through gateway.Request.Input, which
+// it offers only to requests answered as a stream (a JSON answer has no
+// room for a request before the response):
+//
+//	POST tools/call (id 7) ─► stream 3: [3_1 priming]
+//	core: Input(elicitation/create) ─► [3_2 {"id":"mcpgw-1","method":"elicitation/create",…}]
+//	POST {"id":"mcpgw-1","result":{…}} ─► 202; Input returns the result
+//	                                   ─► [3_3 response to 7] ─► done
+//
+// The request is an event of the call's own stream (MCP 2025-11-25,
+// basic/transports: it relates to the originating request), so it is
+// buffered and replayed on resume like any other: one sent while the
+// connection is gone reaches the client when it resumes. Its id is the
+// gateway's own, "mcpgw-<n>" with n counting per session; the client's
+// response, POSTed on the session, is routed by that id to the waiting
+// Input (a result is returned as it is, an error response as the client's
+// *jsonrpc.Error). A response with an id the session did not issue, one
+// already answered or cancelled, or posted on another session (even the
+// same principal's) reaches nothing: it gets 202 like every response and
+// is dropped. What a client answers is never logged.
+//
+// When Input's context ends first (the core's input timeout, or the call
+// was cancelled), the client is sent notifications/cancelled for our id on
+// the same stream, with the reason "timeout" for a deadline or the edge's
+// own cause, and Input returns the context's error. Ending the session
+// fails every input request it has pending; while one is pending the
+// session is not idle.
+//
 // # Cancellation and shutdown
 //
 // A call runs under a context detached from its HTTP request
-// (context.WithoutCancel) and cancelled only by notifications/cancelled
-// (no response is written; its stream ends), by the end of its session, or
-// by Close once its drain deadline passes (the client then gets a JSON-RPC
-// error saying the gateway shut down). Each call runs in a goroutine the
-// Handler owns; Close waits for all of them.
+// (context.WithoutCancel), so a dropped connection does not cancel it
+// (MCP 2025-11-25, basic/transports). It is cancelled by
+// notifications/cancelled (no response is written; its stream ends), by
+// the end of its session, by Close once its drain deadline passes (the
+// client then gets a JSON-RPC error saying the gateway shut down), or
+// when its stream goes unresumed:
+//
+//	connection of stream 3 drops ─► resume window starts (ResumeWindow)
+//	  GET, Last-Event-ID: 3_n before it ends ─► window stopped; a later
+//	                                            drop starts a new one
+//	  window ends, nobody resumed ─► the stream's calls are cancelled with
+//	                                 the cause "the call's stream was not
+//	                                 resumed within the resume window";
+//	                                 the core cancels them upstream
+//
+// The janitor checks the windows, so one may run over by up to a quarter
+// of ResumeWindow (at most 30s); a resume that arrives after its window
+// ended is too late even if the janitor has not looked yet: it cancels the
+// calls and gets what the stream still holds. Each call runs in a
+// goroutine the Handler owns; Close waits for all of them.
 //
 // # Batches
 //

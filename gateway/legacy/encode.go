@@ -201,3 +201,16 @@ func linkToText(block json.RawMessage) (json.RawMessage, error) {
 	}
 	return marshal(out), nil
 }
+
+// requestMessage returns a request with params spliced in.
+func requestMessage(id jsonrpc.ID, method string, params json.RawMessage) []byte {
+	b := []byte(`{"jsonrpc":"2.0","id":`)
+	b = append(b, idJSON(id)...)
+	b = append(b, `,"method":`...)
+	b = append(b, marshal(method)...)
+	if len(params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}

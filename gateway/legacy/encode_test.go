@@ -69,6 +69,8 @@ func TestMessages(t *testing.T) {
 		{"error with data", string(errorMessage(jsonrpc.IntID(2), jsonrpc.NewError(-31005, "big", map[string]int{"limit": 3}))), `{"jsonrpc":"2.0","id":2,"error":{"code":-31005,"message":"big","data":{"limit":3}}}`},
 		{"notification", string(notificationMessage("notifications/tools/list_changed", nil)), `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`},
 		{"notification with params", string(notificationMessage("n", json.RawMessage(`{"p":1}`))), `{"jsonrpc":"2.0","method":"n","params":{"p":1}}`},
+		{"request keeps bytes", string(requestMessage(jsonrpc.StringID("mcpgw-1"), "elicitation/create", json.RawMessage(`{"message": "<&>"}`))), `{"jsonrpc":"2.0","id":"mcpgw-1","method":"elicitation/create","params":{"message": "<&>"}}`},
+		{"request without params", string(requestMessage(jsonrpc.StringID("mcpgw-2"), "roots/list", nil)), `{"jsonrpc":"2.0","id":"mcpgw-2","method":"roots/list"}`},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, tt.got); diff != "" {

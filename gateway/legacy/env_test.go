@@ -40,16 +40,19 @@ type fake struct {
 	mu      sync.Mutex
 	started chan context.Context // each "block" call's ctx, when it starts
 	release chan struct{}        // a send lets one "block" call answer
+	// answered gets, for each "ask" call, what the server got for its
+	// request: the result, "error <code>: <message> <data>", or "failed".
+	answered chan string
 }
 
 func newFake() *fake {
-	return &fake{started: make(chan context.Context, 16), release: make(chan struct{})}
+	return &fake{started: make(chan context.Context, 16), release: make(chan struct{}), answered: make(chan string, 16)}
 }
 
 func (f *fake) server() *upstreamtest.Server {
 	return &upstreamtest.Server{
 		Name:   "a",
-		Tools:  []json.RawMessage{echoTool, plainTool("notify"), plainTool("block"), plainTool("link")},
+		Tools:  []json.RawMessage{echoTool, plainTool("notify"), plainTool("block"), plainTool("link"), plainTool("ask")},
 		Handle: f.handle,
 	}
 }
@@ -69,11 +72,21 @@ func (f *fake) handle(ctx context.Context, method string, params json.RawMessage
 	case "link":
 		return json.RawMessage(`{"content":[{"type":"text","text":"see"},{"type":"resource_link","uri":"file:///r.txt","name":"r","title":"The R"}],"structuredContent":{"ok":true}}`), nil
 	case "notify":
+		// Progress under the token the server got (the core's own, mapped
+		// back to the client's).
+		var m struct {
+			Meta struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		}
+		json.Unmarshal(params, &m)
 		for i := 1; i <= 2; i++ {
 			hooks.Notify(jsonrpc.NewNotification("notifications/progress",
-				json.RawMessage(`{"progressToken":"t","progress":`+string('0'+rune(i))+`}`)))
+				json.RawMessage(`{"progressToken":`+string(m.Meta.ProgressToken)+`,"progress":`+string('0'+rune(i))+`}`)))
 		}
 		return json.RawMessage(`{"content":[]}`), nil
+	case "ask":
+		return f.ask(ctx, p.Arguments, hooks)
 	case "block":
 		f.started <- ctx
 		select {
@@ -84,6 +97,53 @@ func (f *fake) handle(ctx context.Context, method string, params json.RawMessage
 		}
 	}
 	return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "no tool %q", p.Name)
+}
+
+// ask sends the server-to-client request its arguments name through the
+// call's hooks, as a server does during a call, and answers with what it
+// got back as text. Arguments: method and params of the request; wait:
+// first block like "block" until released; complete: then send
+// notifications/elicitation/complete for params.elicitationId.
+func (f *fake) ask(ctx context.Context, args json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+	var a struct {
+		Method   string          `json:"method"`
+		Params   json.RawMessage `json:"params"`
+		Wait     bool            `json:"wait"`
+		Complete bool            `json:"complete"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil || hooks == nil || hooks.Request == nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "ask: no arguments or no way to ask")
+	}
+	if a.Wait {
+		f.started <- ctx
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	res, err := hooks.Request(ctx, jsonrpc.NewRequest(jsonrpc.IntID(3), a.Method, a.Params))
+	text := string(res)
+	if jerr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		text = fmt.Sprintf("error %d: %s %s", jerr.Code, jerr.Message, jerr.Data)
+	} else if err != nil {
+		text = "failed"
+	}
+	f.answered <- text
+	if a.Complete {
+		id, _ := json.Marshal(struct {
+			ID json.RawMessage `json:"elicitationId"`
+		}{json.RawMessage(mustGet(a.Params, "elicitationId"))})
+		hooks.Notify(jsonrpc.NewNotification("notifications/elicitation/complete", id))
+	}
+	t, _ := json.Marshal(text)
+	return json.RawMessage(`{"content":[{"type":"text","text":` + string(t) + `}]}`), nil
+}
+
+func mustGet(obj json.RawMessage, key string) json.RawMessage {
+	var m map[string]json.RawMessage
+	json.Unmarshal(obj, &m)
+	return m[key]
 }
 
 // env is a Handler mounted on echo in an httptest server, over a core
@@ -155,9 +215,22 @@ const principalHeader = "X-Test-Principal"
 
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
+	return newEnvCore(t, opts, gateway.Options{})
+}
+
+// newEnvCore is newEnv with options for the core; its Upstreams are set
+// here.
+func newEnvCore(t *testing.T, opts Options, coreOpts gateway.Options) *env {
+	t.Helper()
 	f := newFake()
 	mgr := upstreamtest.NewManager(f.server())
-	core, err := gateway.New(gateway.Options{Upstreams: mgr})
+	coreOpts.Upstreams = mgr
+	if coreOpts.InputTimeout == 0 {
+		// A relay that loses an answer fails a test in seconds, not after
+		// the default five minutes.
+		coreOpts.InputTimeout = 10 * time.Second
+	}
+	core, err := gateway.New(coreOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +314,13 @@ func (e *env) post(sid, body string, hdr ...string) *http.Response {
 // initialize starts a session of version and returns its id.
 func (e *env) initialize(version string, hdr ...string) string {
 	e.t.Helper()
-	resp := e.post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"test","version":"1.0"}}}`, hdr...)
+	return e.initializeCaps(version, `{}`, hdr...)
+}
+
+// initializeCaps starts a session of version whose client declares caps.
+func (e *env) initializeCaps(version, caps string, hdr ...string) string {
+	e.t.Helper()
+	resp := e.post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":`+caps+`,"clientInfo":{"name":"test","version":"1.0"}}}`, hdr...)
 	if resp.StatusCode != http.StatusOK {
 		e.t.Fatalf("initialize: status %d: %s", resp.StatusCode, readAll(e.t, resp))
 	}

@@ -62,8 +62,9 @@ type Options struct {
 	// MaxRequestBody caps a POST body; larger ones get 413. If zero,
 	// config.DefaultMaxRequestBody.
 	MaxRequestBody int64
-	// IdleTimeout ends a session with no call in flight and no connected
-	// stream for this long. If zero, config.DefaultSessionIdle.
+	// IdleTimeout ends a session with no call in flight, no input request
+	// waiting for the client and no connected stream for this long. If
+	// zero, config.DefaultSessionIdle.
 	IdleTimeout time.Duration
 	// MaxSessions caps the sessions of this Handler (503 above it), and
 	// MaxSessionsPerPrincipal those of one principal (429 above it). If
@@ -84,7 +85,9 @@ type Options struct {
 	// that has nothing else to send. If zero, DefaultKeepAlive.
 	KeepAlive time.Duration
 	// ResumeWindow is how long a finished stream that was not fully
-	// written stays resumable. If zero, DefaultResumeWindow.
+	// written stays resumable, and how long a call's stream may go without
+	// a connection before the call is cancelled (the client is then taken
+	// to have gone). If zero, DefaultResumeWindow.
 	ResumeWindow time.Duration
 	// MaxStreamEvents and MaxStreamBytes bound one stream's event buffer;
 	// the oldest events go first, never the last one. If zero,

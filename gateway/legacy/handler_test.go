@@ -186,7 +186,7 @@ func TestInitialize(t *testing.T) {
 				}
 			}
 			m := decode(t, []byte(readAll(t, resp)))
-			want := `{"protocolVersion":"` + tt.want + `","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{}},"serverInfo":{"name":"mcpgw","version":"dev"}}`
+			want := `{"protocolVersion":"` + tt.want + `","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}},"serverInfo":{"name":"mcpgw","version":"dev"}}`
 			if diff := cmp.Diff(want, string(m.Result)); diff != "" || string(m.ID) != `"init"` {
 				t.Errorf("id %s, result (-want +got):\n%s", m.ID, diff)
 			}
@@ -216,7 +216,7 @@ func TestForwardedStream(t *testing.T) {
 	for _, v := range Versions {
 		t.Run(v, func(t *testing.T) {
 			sid := e.initialize(v)
-			resp := e.post(sid, `{"jsonrpc":"2.0","id":"n","method":"tools/call","params":{"name":"mcp__a__notify","arguments":{}}}`)
+			resp := e.post(sid, `{"jsonrpc":"2.0","id":"n","method":"tools/call","params":{"name":"mcp__a__notify","arguments":{},"_meta":{"progressToken":"t"}}}`)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
@@ -266,7 +266,11 @@ func TestForwardedStream(t *testing.T) {
 func TestLocalAnswers(t *testing.T) {
 	e := newEnv(t, Options{})
 	sid := e.initialize(V20251125)
-	for _, body := range []string{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, listReq} {
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		listReq,
+		`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"info"}}`,
+	} {
 		resp := e.post(sid, body)
 		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/json" {
 			t.Fatalf("%s: status %d, type %q", body, resp.StatusCode, ct)

@@ -96,3 +96,26 @@ func TestIdleExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleLocked pins what keeps a session from being idle.
+func TestIdleLocked(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name string
+		s    *session
+		want bool
+	}{
+		{name: "unused", s: &session{lastActive: now.Add(-time.Hour)}, want: true},
+		{name: "recently active", s: &session{lastActive: now.Add(-time.Second)}},
+		{name: "call in flight", s: &session{lastActive: now.Add(-time.Hour), calls: map[string]*call{"1": {}}}},
+		{name: "input pending", s: &session{lastActive: now.Add(-time.Hour), inputs: map[string]*input{"mcpgw-1": {}}}},
+		{name: "stream connected", s: &session{lastActive: now.Add(-time.Hour), conns: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.s.idleLocked(now, time.Minute); got != tt.want {
+				t.Errorf("idle %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

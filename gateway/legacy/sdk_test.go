@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestSDKClient(t *testing.T) {
 					echo = tool
 				}
 			}
-			if diff := cmp.Diff([]string{"mcp__a__block", "mcp__a__echo", "mcp__a__link", "mcp__a__notify"}, names); diff != "" {
+			if diff := cmp.Diff([]string{"mcp__a__ask", "mcp__a__block", "mcp__a__echo", "mcp__a__link", "mcp__a__notify"}, names); diff != "" {
 				t.Fatalf("tools (-want +got):\n%s", diff)
 			}
 			var wantSchema any
@@ -100,6 +101,76 @@ func TestSDKClient(t *testing.T) {
 				t.Errorf("no DELETE in %q", e.requests())
 			}
 			waitFor(t, "the session to end", func() bool { return len(e.h.Sessions()) == 0 })
+		})
+	}
+}
+
+// TestSDKClientInput runs the go-sdk client (v1.8.0) with an elicitation
+// handler, a sampling handler and roots against a server that asks for
+// each during a tool call: the requests reach the client on the call's
+// stream, and its answers reach the server, on every legacy version.
+func TestSDKClientInput(t *testing.T) {
+	for _, v := range Versions {
+		t.Run(v, func(t *testing.T) {
+			e := newEnv(t, Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			var asked []string // what the client's handlers were asked
+			client := mcp.NewClient(&mcp.Implementation{Name: "sdk-test", Version: "1.0"}, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					asked = append(asked, "elicit: "+req.Params.Message)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+				},
+				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					asked = append(asked, "sample: "+req.Params.Messages[0].Content.(*mcp.TextContent).Text)
+					return &mcp.CreateMessageResult{Role: "assistant", Content: &mcp.TextContent{Text: "hi"}, Model: "m", StopReason: "endTurn"}, nil
+				},
+			})
+			client.AddRoots(&mcp.Root{URI: "file:///home/ada", Name: "home"})
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url}, &mcp.ClientSessionOptions{ProtocolVersion: v})
+			if err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			defer cs.Close()
+
+			tests := []struct {
+				method string
+				params json.RawMessage
+				want   string // what the server got, as JSON
+			}{
+				{"elicitation/create", json.RawMessage(elicitForm), `{"action":"accept","content":{"name":"Ada"}}`},
+				{"sampling/createMessage", json.RawMessage(sampleParams), `{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m","stopReason":"endTurn"}`},
+				{"roots/list", nil, `{"roots":[{"uri":"file:///home/ada","name":"home"}]}`},
+			}
+			for _, tt := range tests {
+				args := map[string]any{"method": tt.method}
+				if tt.params != nil {
+					args["params"] = tt.params
+				}
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp__a__ask", Arguments: args})
+				if err != nil {
+					t.Fatalf("%s: CallTool: %v", tt.method, err)
+				}
+				if len(res.Content) != 1 {
+					t.Fatalf("%s: result %+v", tt.method, res)
+				}
+				var got, want any
+				json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &got)
+				json.Unmarshal([]byte(tt.want), &want)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s: the server got (-want +got):\n%s", tt.method, diff)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff([]string{"elicit: Your name?", "sample: Say hi"}, asked); diff != "" {
+				t.Errorf("client handlers (-want +got):\n%s", diff)
+			}
 		})
 	}
 }

@@ -25,8 +25,10 @@ const maxBatchParallel = 16
 
 // local reports whether the gateway answers method itself, so that its
 // answer can be plain JSON: nothing from an upstream will travel with it.
+// logging/setLevel is one of these: the core records the session's level
+// and answers {}.
 func local(method string) bool {
-	return method == "ping" || strings.HasSuffix(method, "/list")
+	return method == "ping" || method == "logging/setLevel" || strings.HasSuffix(method, "/list")
 }
 
 // requireSession returns the session a GET or DELETE names, or answers
@@ -124,9 +126,10 @@ func (h *Handler) post(c echo.Context) error {
 		h.notification(s, m)
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		// A response to a server-to-client request; the gateway sends none
-		// yet, so nothing waits for it.
-		h.logger.Debug("ignoring a client response", "session_id", s.key, "id", m.ID.String())
+		// A response to one of the gateway's input requests (MCP
+		// 2025-11-25, basic/transports: 202 whether or not it answers
+		// anything).
+		h.answer(s, m)
 		w.WriteHeader(http.StatusAccepted)
 	}
 	return nil
@@ -200,8 +203,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, m *jsonrpc.
 func (h *Handler) notification(s *session, m *jsonrpc.Message) {
 	switch m.Method {
 	case "notifications/initialized":
-		// Nothing waits for it: the gateway sends no server-to-client
-		// requests that would have to wait for initialized.
+		// Nothing waits for it: the gateway's only requests to the client
+		// are input requests within the client's own calls, which come
+		// after initialized.
 	case "notifications/cancelled":
 		// MCP 2025-11-25, basic/utilities/cancellation: stop the request
 		// and do not answer it; unknown or finished ids are ignored.
@@ -292,6 +296,11 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) [
 				h.appendLocked(st, msg)
 			}
 		}
+		// Only a stream can carry a request to the client before the
+		// response; requests answered as JSON cannot ask for input.
+		req.Input = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+			return h.input(ctx, s, c, st, method, params)
+		}
 	}
 	res, err := h.core.Handle(c.ctx, req)
 	cause := context.Cause(c.ctx) // nil unless cancelled, always with a cause of ours
@@ -367,6 +376,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 	}
 	s.mu.Lock()
 	st := s.newStreamLocked(1)
+	c.st = st
 	if s.version == V20251125 {
 		h.appendLocked(st, nil) // the priming event
 	}
@@ -402,7 +412,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 		case m.IsNotification():
 			h.notification(s, m)
 		default:
-			h.logger.Debug("ignoring a client response", "session_id", s.key, "id", m.ID.String())
+			h.answer(s, m)
 		}
 	}
 	if len(reqs) == 0 {
@@ -481,6 +491,11 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 	if running == 0 {
 		st.finish()
 	}
+	for _, c := range calls {
+		if c != nil {
+			c.st = st
+		}
+	}
 	att := s.attachLocked(st)
 	s.mu.Unlock()
 	for i, c := range calls {
@@ -522,6 +537,10 @@ func (h *Handler) get(c echo.Context) error {
 				fmt.Sprintf("cannot resume after event %q: this session has no such stream or event (a finished stream stays resumable for %s); send the request again", lastID, h.opts.ResumeWindow), nil)
 			return nil
 		}
+		// A resume after the stream's window passed comes too late, even
+		// if the janitor has not looked yet: its calls are cancelled, and
+		// the connection gets what the stream still has.
+		h.abandonLocked(s, st, time.Now())
 		att := s.attachLocked(st)
 		s.mu.Unlock()
 		startSSE(w)

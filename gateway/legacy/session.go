@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"sync"
@@ -21,7 +22,18 @@ var (
 	errDeleted         = errors.New("session deleted by the client")
 	errExpired         = errors.New("session idle for too long")
 	errShutdown        = errors.New("gateway shutting down")
+	errNotResumed      = errors.New("the call's stream was not resumed within the resume window")
 )
+
+// ours reports whether err is one of the causes above, whose text may be
+// shown to the client.
+func ours(err error) bool {
+	switch err {
+	case errClientCancelled, errDeleted, errExpired, errShutdown, errNotResumed:
+		return true
+	}
+	return false
+}
 
 // session is one downstream session (DESIGN decision 12). Its fields
 // after mu are guarded by mu. Lock order: Handler.mu, then session.mu.
@@ -41,7 +53,11 @@ type session struct {
 	standalone *stream // stream 0, once a GET opened it
 	nextStream uint64
 	conns      int // connections attached to a stream
-	ended      bool
+	// inputs are the input requests sent to the client and not yet
+	// answered, by our id ("mcpgw-<n>"); nextInput numbers them.
+	inputs    map[string]*input
+	nextInput uint64
+	ended     bool
 }
 
 // call is one request in flight.
@@ -50,6 +66,7 @@ type call struct {
 	method string
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	st     *stream // the stream it is answered on; nil when answered as JSON
 }
 
 // token is the payload of a sealed session id.
@@ -61,13 +78,15 @@ type token struct {
 }
 
 // idleLocked reports whether s has been idle past the timeout: no call in
-// flight, no connected stream, no activity for IdleTimeout.
+// flight, no input request waiting for the client, no connected stream,
+// no activity for IdleTimeout.
 func (s *session) idleLocked(now time.Time, idle time.Duration) bool {
-	return len(s.calls) == 0 && s.conns == 0 && now.Sub(s.lastActive) >= idle
+	return len(s.calls) == 0 && len(s.inputs) == 0 && s.conns == 0 && now.Sub(s.lastActive) >= idle
 }
 
-// endLocked marks s ended, cancels its calls and closes its streams. The
-// caller removes s from the Handler's table.
+// endLocked marks s ended, cancels its calls, fails its pending input
+// requests and closes its streams. The caller removes s from the Handler's
+// table.
 func (s *session) endLocked(cause error) bool {
 	if s.ended {
 		return false
@@ -75,6 +94,11 @@ func (s *session) endLocked(cause error) bool {
 	s.ended = true
 	for _, c := range s.calls {
 		c.cancel(cause)
+	}
+	// Pending input requests belong to the session: no answer can come.
+	for key, in := range s.inputs {
+		delete(s.inputs, key)
+		in.reply <- reply{err: fmt.Errorf("the client's session ended before it answered: %w", cause)}
 	}
 	// Writers write what their streams hold, then end.
 	for _, st := range s.streams {
@@ -109,6 +133,7 @@ func (h *Handler) create(r *http.Request, version string, caps, info json.RawMes
 		lastActive: now,
 		calls:      make(map[string]*call),
 		streams:    make(map[uint64]*stream),
+		inputs:     make(map[string]*input),
 		nextStream: 1,
 	}
 	var impl struct {
@@ -231,7 +256,8 @@ func (h *Handler) janitorInterval() time.Duration {
 	return min(max(d, 10*time.Millisecond), 30*time.Second)
 }
 
-// janitor ends idle sessions and drops stale finished streams until Close.
+// janitor ends idle sessions, drops stale finished streams and cancels the
+// calls of streams not resumed in time, until Close.
 func (h *Handler) janitor() {
 	defer close(h.janitorDone)
 	t := time.NewTicker(h.janitorInterval())
@@ -256,6 +282,7 @@ func (h *Handler) sweep(now time.Time) {
 				if st.done && st.att == nil && now.Sub(st.doneAt) >= h.opts.ResumeWindow {
 					delete(s.streams, n)
 				}
+				h.abandonLocked(s, st, now)
 			}
 		}
 		s.mu.Unlock()

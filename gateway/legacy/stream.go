@@ -28,6 +28,10 @@ type stream struct {
 	done    bool // nothing more will be appended
 	doneAt  time.Time
 	att     *attachment // the connection writing it, or nil
+	// droppedAt is when the connection writing this POST stream went
+	// away before the stream was done; zero while one is attached, or
+	// once the resume window that started then was dealt with.
+	droppedAt time.Time
 }
 
 // event is one SSE block, encoded once when appended.
@@ -182,17 +186,41 @@ func (s *session) attachLocked(st *stream) *attachment {
 	}
 	att := &attachment{wake: make(chan struct{}, 1), detach: make(chan struct{})}
 	st.att = att
+	st.droppedAt = time.Time{} // resumed in time
 	s.conns++
 	return att
 }
 
-// detachLocked ends att's hold of st, if it still has it.
+// detachLocked ends att's hold of st, if it still has it. When that leaves
+// a POST stream with more to come and nobody writing it, the connection
+// dropped: its resume window starts.
 func (s *session) detachLocked(st *stream, att *attachment) {
+	now := time.Now()
 	if st.att == att {
 		st.att = nil
 		s.conns--
+		if !st.done && st.num != 0 {
+			st.droppedAt = now
+		}
 	}
-	s.lastActive = time.Now()
+	s.lastActive = now
+}
+
+// abandonLocked cancels the calls of a POST stream whose connection
+// dropped more than ResumeWindow ago and that no connection resumed since:
+// the client is taken to have gone (see "Cancellation and shutdown" in the
+// package doc). The core then cancels them upstream.
+func (h *Handler) abandonLocked(s *session, st *stream, now time.Time) {
+	if st.droppedAt.IsZero() || st.done || st.att != nil || now.Sub(st.droppedAt) < h.opts.ResumeWindow {
+		return
+	}
+	st.droppedAt = time.Time{}
+	for _, c := range s.calls {
+		if c.st == st {
+			c.cancel(errNotResumed)
+			h.logger.Debug("request cancelled: its stream was not resumed", "session_id", s.key, "method", c.method, "id", c.id.String(), "stream", st.num)
+		}
+	}
 }
 
 // startSSE writes the headers of an event stream (MCP 2025-11-25,

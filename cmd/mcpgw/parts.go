@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -42,6 +43,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Logger:          logger,
 		ClientInfo:      info,
 		MaxMessageBytes: int64(cfg.MaxResponseBody),
+		LogDir:          filepath.Join(cfg.DataDir, "logs", "mcp"),
 	})
 
 	core, err := gateway.New(gateway.Options{
@@ -55,6 +57,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		PageSize:            cfg.PageSize,
 		ListChangedDebounce: time.Duration(cfg.ListChangedDebounce),
 		Secret:              secret,
+		InputTimeout:        time.Duration(cfg.InputTimeout),
 	})
 	if err != nil {
 		return nil, err
@@ -69,6 +72,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		MaxSessions:             cfg.Sessions.Max,
 		MaxSessionsPerPrincipal: cfg.Sessions.MaxPerPrincipal,
 		Secret:                  secret,
+		ResumeWindow:            time.Duration(cfg.ResumeWindow),
 	})
 	if err != nil {
 		core.Close()

@@ -467,3 +467,33 @@ func TestCatalog_DuplicateTool(t *testing.T) {
 		t.Errorf("problems = %v", st.Problems)
 	}
 }
+
+// With per_session upstreams, each session subscribes on its own upstream
+// session, and an update goes only to the session whose upstream sent it.
+func TestCatalog_SubscriptionsPerUpstreamSession(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "a", Resources: raws(`{"uri":"doc://1","name":"d"}`),
+		Handle: func(ctx context.Context, method string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			mu.Lock()
+			calls = append(calls, method+" "+upstreamtest.CallerFrom(ctx).Session)
+			mu.Unlock()
+			return json.RawMessage(`{}`), nil
+		}})
+	s := newCore(t, m, Options{Servers: []config.Server{{Name: "a", SessionMode: config.SessionPerSession}}})
+	recs := map[string]*recorder{"s1": {}, "s2": {}}
+	for _, id := range []string{"s1", "s2"} {
+		if _, err := s.Handle(context.Background(), &Request{Method: "resources/subscribe", Principal: "p", Session: id, SessionNotify: recs[id].sink, Params: json.RawMessage(`{"uri":"doc://1"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.NotifyFrom("a", upstream.Caller{Principal: "p", Session: "s2"}, jsonrpc.NewNotification("notifications/resources/updated", json.RawMessage(`{"uri":"doc://1"}`)))
+	if len(recs["s1"].got()) != 0 || len(recs["s2"].got()) != 1 {
+		t.Errorf("s1 got %v, s2 got %v; want only s2", recs["s1"].got(), recs["s2"].got())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"resources/subscribe s1", "resources/subscribe s2"}, calls); diff != "" {
+		t.Errorf("each session subscribes on its own upstream session (-want +got):\n%s", diff)
+	}
+}

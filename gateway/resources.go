@@ -406,7 +406,7 @@ func (s *Server) EndSession(session string) {
 }
 
 // onNotification relays a server's notification that belongs to no call.
-func (s *Server) onNotification(server string, n *jsonrpc.Message) {
+func (s *Server) onNotification(server string, who upstream.Caller, n *jsonrpc.Message) {
 	switch n.Method {
 	case "notifications/progress":
 		if !s.relay.deliverProgress(n.Params) {
@@ -428,7 +428,7 @@ func (s *Server) onNotification(server string, n *jsonrpc.Message) {
 		if err != nil {
 			return
 		}
-		for _, sink := range s.subscribers(server, uri) {
+		for _, sink := range s.subscribers(server, who, uri) {
 			sink("notifications/resources/updated", params)
 		}
 	default:
@@ -445,16 +445,15 @@ func (s *Server) onNotification(server string, n *jsonrpc.Message) {
 
 // subscribers returns the sinks of the sessions subscribed to server's
 // uri, or, when none is, to a URI that uri is a sub-resource of.
-func (s *Server) subscribers(server, uri string) []func(string, json.RawMessage) {
+func (s *Server) subscribers(server string, who upstream.Caller, uri string) []func(string, json.RawMessage) {
 	s.subs.mu.Lock()
 	defer s.subs.mu.Unlock()
-	// Every upstream session of the server that subscribed to uri (the
-	// notification does not say which upstream session sent it when the
-	// server has several), or, when none did, to a URI that uri is a
-	// sub-resource of.
+	// The sessions subscribed to uri on the upstream session that sent the
+	// update (who: zero for a shared server), or, when none is, to a URI
+	// that uri is a sub-resource of.
 	var out []func(string, json.RawMessage)
 	for k, v := range s.subs.byKey {
-		if k.server == server && k.uri == uri {
+		if k.server == server && k.who == who && k.uri == uri {
 			for _, f := range v {
 				out = append(out, f)
 			}
@@ -462,7 +461,7 @@ func (s *Server) subscribers(server, uri string) []func(string, json.RawMessage)
 	}
 	if len(out) == 0 {
 		for k, v := range s.subs.byKey {
-			if k.server == server && strings.HasPrefix(uri, k.uri) {
+			if k.server == server && k.who == who && strings.HasPrefix(uri, k.uri) {
 				for _, f := range v {
 					out = append(out, f)
 				}

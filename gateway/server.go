@@ -336,7 +336,7 @@ func (s *Server) settingsOf(server string) serverSettings {
 // catalog; a notification is relayed to whom it concerns.
 func (s *Server) onEvent(ev upstream.Event) {
 	if ev.Notification != nil {
-		s.onNotification(ev.Server, ev.Notification)
+		s.onNotification(ev.Server, ev.Who, ev.Notification)
 		return
 	}
 	s.rebuild()

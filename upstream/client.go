@@ -162,7 +162,11 @@ type Client struct {
 	nextID atomic.Int64
 	// answers counts the goroutines answering server requests; Close
 	// waits for them.
-	answers       sync.WaitGroup
+	answers sync.WaitGroup
+	// answering cancels the answers in progress, by the server's request
+	// id, when the server cancels its own request.
+	answeringMu   sync.Mutex
+	answering     map[string]context.CancelFunc
 	answersActive atomic.Int64
 
 	mu       sync.Mutex
@@ -629,6 +633,11 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		if m.Method == "notifications/message" {
 			c.tapLog(m)
 		}
+		if m.Method == "notifications/cancelled" {
+			// The server gave up a request it sent us (MCP 2025-11-25,
+			// basic/utilities/cancellation): stop answering it.
+			c.cancelAnswer(m.Params)
+		}
 		if callScoped(m.Method) {
 			if hooks := c.hooksFor(rel, m); hooks != nil && hooks.Notify != nil {
 				hooks.Notify(m)
@@ -648,12 +657,27 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		}
 		// Answer off the reader's goroutine: a handler may wait for a
 		// person (elicitation).
+		// Registered before the answer starts, so that a cancellation
+		// right behind the request finds it.
+		ctx, cancel := context.WithCancelCause(context.Background())
+		id := m.ID.String()
+		c.answeringMu.Lock()
+		if c.answering == nil {
+			c.answering = map[string]context.CancelFunc{}
+		}
+		c.answering[id] = func() { cancel(errServerCancelled) }
+		c.answeringMu.Unlock()
 		c.answers.Add(1)
 		c.answersActive.Add(1)
 		go func() {
 			defer c.answers.Done()
 			defer c.answersActive.Add(-1)
-			c.answer(m, h)
+			defer func() {
+				c.answeringMu.Lock()
+				delete(c.answering, id)
+				c.answeringMu.Unlock()
+			}()
+			c.answer(ctx, cancel, m, h)
 		}()
 	}
 }
@@ -784,17 +808,19 @@ func (c *Client) tapLog(m *jsonrpc.Message) {
 
 // answer runs h for the server's request m and sends the response, bounded
 // by the lifetime of the connection.
-func (c *Client) answer(m *jsonrpc.Message, h RequestHandler) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+func (c *Client) answer(ctx context.Context, cancel context.CancelCauseFunc, m *jsonrpc.Message, h RequestHandler) {
+	defer cancel(nil)
 	go func() {
 		select {
 		case <-c.t.done():
-			cancel()
+			cancel(ErrClosed)
 		case <-ctx.Done():
 		}
 	}()
 	res, err := h(ctx, m)
+	if errors.Is(context.Cause(ctx), errServerCancelled) {
+		return // the server wants no answer any more
+	}
 	var resp *jsonrpc.Message
 	if err != nil {
 		var jerr *jsonrpc.Error
@@ -809,6 +835,25 @@ func (c *Client) answer(m *jsonrpc.Message, h RequestHandler) {
 	defer scancel()
 	if err := c.t.send(sctx, resp); err != nil {
 		c.logger.Debug("answering a server request failed", "method", m.Method, "err", err)
+	}
+}
+
+// errServerCancelled is the cause of an answer the server cancelled.
+var errServerCancelled = errors.New("the server cancelled its request")
+
+// cancelAnswer cancels the answer to the server request that a
+// notifications/cancelled names.
+func (c *Client) cancelAnswer(params json.RawMessage) {
+	raw, ok, _ := rawjson.Get(params, "requestId")
+	var id jsonrpc.ID
+	if !ok || id.UnmarshalJSON(raw) != nil || !id.IsValid() {
+		return
+	}
+	c.answeringMu.Lock()
+	cancel := c.answering[id.String()]
+	c.answeringMu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 

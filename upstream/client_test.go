@@ -612,3 +612,31 @@ func TestClient_RestoreAfterExpiry(t *testing.T) {
 		t.Errorf("sent after the expiry (-want +got):\n%s", diff)
 	}
 }
+
+// A server that cancels a request it sent stops the answer and gets none.
+func TestClient_ServerCancelsItsRequest(t *testing.T) {
+	f := newFake(basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error { return nil }))
+	stopped := make(chan error, 1)
+	c := connect(t, f, ClientOptions{OnRequest: func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+		return json.RawMessage(`{"action":"cancel"}`), nil
+	}})
+	_ = c
+	id := jsonrpc.StringID("el-1")
+	f.recv(jsonrpc.NewRequest(id, "elicitation/create", json.RawMessage(`{}`)), related{})
+	f.recv(jsonrpc.NewNotification("notifications/cancelled", json.RawMessage(`{"requestId":"el-1"}`)), related{})
+	if err := <-stopped; !errors.Is(err, errServerCancelled) {
+		t.Fatalf("the answer ended with %v", err)
+	}
+	c.Close(context.Background()) // waits for the answer goroutine
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.sent {
+		if m.IsResponse() && m.ID == id {
+			t.Fatalf("answered a request the server cancelled: %s", mustJSON(m))
+		}
+	}
+}
+
+func mustJSON(m *jsonrpc.Message) string { b, _ := jsonrpc.Encode(m); return string(b) }

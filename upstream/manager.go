@@ -271,6 +271,9 @@ type Event struct {
 	// as notifications/resources/updated). When nil, the server's state or
 	// one of its lists changed: read Servers again.
 	Notification *jsonrpc.Message
+	// Who is the caller whose pooled upstream session (per_principal,
+	// per_session) sent Notification; zero for the shared one.
+	Who Caller
 }
 
 // Watch registers fn to be called, from a manager goroutine, for every

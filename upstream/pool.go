@@ -40,6 +40,7 @@ type pool struct {
 type pooled struct {
 	key       string
 	principal string
+	who       Caller        // the caller that made it, named in its notifications' Events
 	label     string        // how the server's log names it
 	ready     chan struct{} // closed when the connect ended
 	client    *Client       // set before ready is closed, on success
@@ -64,6 +65,15 @@ func newPool(srv config.Server) *pool {
 		p.idle = config.DefaultPoolIdle
 	}
 	return p
+}
+
+// owner returns who as far as the pool tells callers apart: the
+// principal, and for a per_session server the session too.
+func (p *pool) owner(who Caller) Caller {
+	if p.mode == config.SessionPerSession && who.Session != "" {
+		return who
+	}
+	return Caller{Principal: who.Principal}
 }
 
 func sessionKey(session string) string     { return "s:" + session }
@@ -130,7 +140,7 @@ func (m *Manager) acquire(ctx context.Context, e *entry, who Caller) (*pooled, e
 			}
 			m.retireLocked(e, victim, "closed for a new caller (pool full)")
 		}
-		p = &pooled{key: key, principal: who.Principal, label: e.pool.label(who), ready: make(chan struct{})}
+		p = &pooled{key: key, principal: who.Principal, who: e.pool.owner(who), label: e.pool.label(who), ready: make(chan struct{})}
 		e.pool.clients[key] = p
 		m.wg.Add(1)
 		go m.connectPooled(e, p)
@@ -205,7 +215,7 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
 	defer cancel()
 	e.log.write(TagLifecycle, labelled(p.label, "starting ("+describe(e.cfg)+")"))
-	c, cl, err := m.dial(ctx, e, p.principal, p.label)
+	c, cl, err := m.dial(ctx, e, p.who, p.label)
 	var managerLevel string
 	if err == nil {
 		if err = c.Connect(ctx); err == nil {

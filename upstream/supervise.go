@@ -156,7 +156,7 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 
 	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
 	defer cancel()
-	c, cl, err := m.dial(ctx, e, "", "")
+	c, cl, err := m.dial(ctx, e, Caller{}, "")
 	var lists serverLists
 	managerLevel := ""
 	if err == nil {
@@ -294,8 +294,8 @@ func describe(srv config.Server) string {
 // dial makes a client of e's server for principal (its credentials from
 // the provider), not yet connected, and the client's view of the server's
 // log. label names a pooled client in the server's log.
-func (m *Manager) dial(ctx context.Context, e *entry, principal, label string) (*Client, *clientLog, error) {
-	cr, err := m.creds.Credentials(ctx, e.cfg, principal)
+func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string) (*Client, *clientLog, error) {
+	cr, err := m.creds.Credentials(ctx, e.cfg, who.Principal)
 	if err != nil {
 		return nil, newClientLog(e.log, label, Credentials{}), fmt.Errorf("getting credentials for server %q: %w", e.cfg.Name, err)
 	}
@@ -309,7 +309,7 @@ func (m *Manager) dial(ctx context.Context, e *entry, principal, label string) (
 		MaxMessageBytes: m.opts.MaxMessageBytes,
 		HTTPClient:      m.opts.HTTPClient,
 		StopGrace:       m.opts.StopGrace,
-		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(name, n) },
+		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(name, who, n) },
 		OnRequest:       m.defaultHandler(e.cfg),
 		OnLog:           cl.sink(),
 	})
@@ -483,8 +483,9 @@ const (
 )
 
 // onNotification handles a server's notifications that belong to no call:
-// list changes refresh that list; the rest go to the watchers.
-func (m *Manager) onNotification(server string, n *jsonrpc.Message) {
+// list changes refresh that list; the rest go to the watchers, naming the
+// upstream session they came on (who: zero for the shared one).
+func (m *Manager) onNotification(server string, who Caller, n *jsonrpc.Message) {
 	var kind listKind
 	switch n.Method {
 	case "notifications/tools/list_changed":
@@ -494,7 +495,7 @@ func (m *Manager) onNotification(server string, n *jsonrpc.Message) {
 	case "notifications/resources/list_changed":
 		kind = kindResources
 	default:
-		m.emit(Event{Server: server, Notification: n})
+		m.emit(Event{Server: server, Who: who, Notification: n})
 		return
 	}
 	m.mu.Lock()

@@ -72,6 +72,12 @@ func (m *Manager) Notify(server string, n *jsonrpc.Message) {
 	m.emit(upstream.Event{Server: server, Notification: n})
 }
 
+// NotifyFrom delivers a notification as if the pooled upstream session of
+// who (per_principal, per_session) sent it.
+func (m *Manager) NotifyFrom(server string, who upstream.Caller, n *jsonrpc.Message) {
+	m.emit(upstream.Event{Server: server, Who: who, Notification: n})
+}
+
 func (m *Manager) emit(ev upstream.Event) {
 	m.mu.Lock()
 	fns := make([]func(upstream.Event), 0, len(m.watchers))

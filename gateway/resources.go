@@ -211,42 +211,20 @@ func (s *Server) exposeMember(cat *catalog, principal, server string, obj json.R
 	return out, err == nil
 }
 
-// mapArray applies fn to each element of the array member field of obj and
-// returns obj with the changed elements replaced, or obj itself (and
-// false) when nothing changed or field is not an array.
+// mapArray applies fn to each element of the array member field of obj,
+// where fn reports whether it changed the element, and returns obj with
+// those replaced (and whether any was), every other byte kept.
 func mapArray(obj json.RawMessage, field string, fn func(json.RawMessage) (json.RawMessage, bool)) (json.RawMessage, bool) {
-	raw, ok, err := rawjson.Get(obj, field)
-	if !ok || err != nil {
-		return obj, false
-	}
-	var els []json.RawMessage
-	if json.Unmarshal(raw, &els) != nil {
-		return obj, false
-	}
-	changed := false
-	for i, el := range els {
-		if out, ok := fn(el); ok {
-			els[i] = out
-			changed = true
+	out, err := rawjson.MapArray(obj, field, func(el json.RawMessage) json.RawMessage {
+		if next, ok := fn(el); ok {
+			return next
 		}
-	}
-	if !changed {
-		return obj, false
-	}
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, el := range els {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(el)
-	}
-	b.WriteByte(']')
-	out, err := rawjson.Set(obj, field, b.Bytes())
+		return el
+	})
 	if err != nil {
 		return obj, false
 	}
-	return out, true
+	return out, !bytes.Equal(out, obj)
 }
 
 // Subscriptions. A session subscribes to a resource through the gateway;

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -338,18 +337,6 @@ func (m *Manager) statusLocked(e *entry) Status {
 		st.Sessions = len(e.pool.clients)
 	}
 	return st
-}
-
-// Names returns the configured server names, sorted.
-func (m *Manager) Names() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	names := make([]string, 0, len(m.servers))
-	for n := range m.servers {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // UnavailableError is returned by Call when the server is not running, or

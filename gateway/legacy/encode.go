@@ -109,8 +109,11 @@ func encodeResult(version, method string, result json.RawMessage) json.RawMessag
 		if len(drop) == 0 {
 			return result
 		}
-		out, err := mapArray(result, "tools", func(tool json.RawMessage) (json.RawMessage, error) {
-			return rawjson.Delete(tool, drop...)
+		out, err := rawjson.MapArray(result, "tools", func(tool json.RawMessage) json.RawMessage {
+			if t, err := rawjson.Delete(tool, drop...); err == nil {
+				return t
+			}
+			return tool
 		})
 		if err != nil {
 			return result
@@ -125,7 +128,7 @@ func encodeResult(version, method string, result json.RawMessage) json.RawMessag
 		if err != nil {
 			return result
 		}
-		out2, err := mapArray(out, "content", linkToText)
+		out2, err := rawjson.MapArray(out, "content", linkToText)
 		if err != nil {
 			return out
 		}
@@ -134,53 +137,13 @@ func encodeResult(version, method string, result json.RawMessage) json.RawMessag
 	return result
 }
 
-// mapArray applies fn to each element of the array obj[key] and returns obj
-// with the new array, or obj itself when fn changed nothing. A missing key
-// is no change.
-func mapArray(obj json.RawMessage, key string, fn func(json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	arr, ok, err := rawjson.Get(obj, key)
-	if err != nil || !ok {
-		return obj, err
-	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(arr, &elems); err != nil {
-		return nil, err
-	}
-	changed := false
-	for i, e := range elems {
-		if bytes.HasPrefix(bytes.TrimSpace(e), []byte("{")) {
-			ne, err := fn(e)
-			if err != nil {
-				return nil, err
-			}
-			if !bytes.Equal(ne, e) {
-				elems[i] = ne
-				changed = true
-			}
-		}
-	}
-	if !changed {
-		return obj, nil
-	}
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, e := range elems {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(e)
-	}
-	b.WriteByte(']')
-	return rawjson.Set(obj, key, b.Bytes())
-}
-
 // linkToText turns a resource_link content block into a text block naming
 // the link, "<title or name>: <uri>", for 2025-03-26 clients, which have no
 // resource_link; the block's annotations are kept. Other blocks are
 // returned as they are.
-func linkToText(block json.RawMessage) (json.RawMessage, error) {
+func linkToText(block json.RawMessage) json.RawMessage {
 	if t, _ := rawjson.String(block, "type"); t != "resource_link" {
-		return block, nil
+		return block
 	}
 	label, _ := rawjson.String(block, "title")
 	if label == "" {
@@ -199,7 +162,7 @@ func linkToText(block json.RawMessage) (json.RawMessage, error) {
 	if a, ok, _ := rawjson.Get(block, "annotations"); ok && json.Valid(a) {
 		out.Annotations = a
 	}
-	return marshal(out), nil
+	return marshal(out)
 }
 
 // requestMessage returns a request with params spliced in.

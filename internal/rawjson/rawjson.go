@@ -318,3 +318,40 @@ func String(obj []byte, key string) (string, bool) {
 	}
 	return s, true
 }
+
+// MapArray applies fn to each element of the array member key of obj and
+// returns obj with the elements fn changed replaced, every other byte kept.
+// fn returns its element as it is to leave it alone. When nothing changed,
+// or obj has no member key, obj itself is returned; a member that is not
+// an array is an error.
+func MapArray(obj []byte, key string, fn func(el json.RawMessage) json.RawMessage) (json.RawMessage, error) {
+	raw, ok, err := Get(obj, key)
+	if err != nil || !ok {
+		return obj, err
+	}
+	var els []json.RawMessage
+	if err := json.Unmarshal(raw, &els); err != nil {
+		return nil, fmt.Errorf("member %q is not an array", key)
+	}
+	changed := false
+	for i, el := range els {
+		if out := fn(el); !bytes.Equal(out, el) {
+			els[i] = out
+			changed = true
+		}
+	}
+	if !changed {
+		return obj, nil
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	b.WriteByte('[')
+	for i, el := range els {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(el)
+	}
+	b.WriteByte(']')
+	return Set(obj, key, b.Bytes())
+}

@@ -128,3 +128,29 @@ func jsonSame(a, b []byte) bool {
 	var x, y bytes.Buffer
 	return json.Compact(&x, a) == nil && json.Compact(&y, b) == nil && bytes.Equal(x.Bytes(), y.Bytes())
 }
+
+func TestMapArray(t *testing.T) {
+	upper := func(el json.RawMessage) json.RawMessage {
+		if string(el) == `"a"` {
+			return json.RawMessage(`"A"`)
+		}
+		return el
+	}
+	tests := []struct {
+		name, in, want string
+		err            bool
+	}{
+		{"changed", `{"x":1, "l": ["a", 2, {"b":1}] }`, `{"x":1, "l": ["A",2,{"b":1}] }`, false},
+		{"unchanged is the same bytes", `{"l":[ "b" ]}`, `{"l":[ "b" ]}`, false},
+		{"missing", `{"x":1}`, `{"x":1}`, false},
+		{"not an array", `{"l":{}}`, ``, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := MapArray([]byte(tt.in), "l", upper)
+			if (err != nil) != tt.err || (!tt.err && string(got) != tt.want) {
+				t.Errorf("MapArray = %s, %v; want %s (error %v)", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}

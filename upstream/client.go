@@ -168,6 +168,7 @@ type Client struct {
 	answeringMu   sync.Mutex
 	answering     map[string]context.CancelFunc
 	answersActive atomic.Int64
+	levels        levelSender
 
 	mu       sync.Mutex
 	pending  map[string]*call // by our request id
@@ -353,6 +354,46 @@ func (c *Client) remember(method string, params json.RawMessage) {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// levelSender is the state of the one sender of logging/setLevel per
+// client (see Manager.setLevelLocked).
+type levelSender struct {
+	mu         sync.Mutex
+	want, sent string
+	busy       bool
+}
+
+// wantLevel records the level the server should log at and reports whether
+// a sender must start (none is running).
+func (c *Client) wantLevel(level string) (start bool) {
+	c.levels.mu.Lock()
+	defer c.levels.mu.Unlock()
+	c.levels.want = level
+	if c.levels.busy {
+		return false
+	}
+	c.levels.busy = true
+	return true
+}
+
+// nextLevel returns the level to send next, or false (and the sender
+// stops) when the last one sent is the one wanted.
+func (c *Client) nextLevel() (string, bool) {
+	c.levels.mu.Lock()
+	defer c.levels.mu.Unlock()
+	if c.levels.want == c.levels.sent {
+		c.levels.busy = false
+		return "", false
+	}
+	return c.levels.want, true
+}
+
+// levelSent records that level was sent (answered or not).
+func (c *Client) levelSent(level string) {
+	c.levels.mu.Lock()
+	defer c.levels.mu.Unlock()
+	c.levels.sent = level
 }
 
 // Subscriptions returns the URIs subscribed through the client and not

@@ -475,21 +475,31 @@ func (m *Manager) SetLogLevel(level string) {
 	}
 }
 
-// setLevelLocked sends logging/setLevel to c in the background when its
-// server declared logging. m.mu is held and m is not closed.
+// setLevelLocked makes c's server log at level, when it declared logging.
+// One sender per client sends the levels in order and always ends on the
+// latest (two setLevel requests in flight could be applied in either
+// order). m.mu is held and m is not closed.
 func (m *Manager) setLevelLocked(e *entry, c *Client, level string) {
-	if !hasCapability(c, "logging") {
+	if !hasCapability(c, "logging") || !c.wantLevel(level) {
 		return
 	}
-	params, _ := json.Marshal(map[string]string{"level": level})
 	name := e.cfg.Name
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(m.ctx, setLevelTimeout)
-		defer cancel()
-		if _, err := c.Call(ctx, "logging/setLevel", params, nil); err != nil && m.ctx.Err() == nil {
-			m.logger.Warn("setting the server's log level failed", "server", name, "level", level, "err", err)
+		for {
+			level, ok := c.nextLevel()
+			if !ok {
+				return
+			}
+			params, _ := json.Marshal(map[string]string{"level": level})
+			ctx, cancel := context.WithTimeout(m.ctx, setLevelTimeout)
+			_, err := c.Call(ctx, "logging/setLevel", params, nil)
+			cancel()
+			if err != nil && m.ctx.Err() == nil {
+				m.logger.Warn("setting the server's log level failed", "server", name, "level", level, "err", err)
+			}
+			c.levelSent(level)
 		}
 	}()
 }

@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"e2e":                   {},
 
 	"e2e/fixtures/catalogserver": {},
+	"e2e/fixtures/relayserver":   {},
 }
 
 // pkg is one package directory of the module.

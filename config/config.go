@@ -11,6 +11,7 @@ package config
 
 import (
 	"path"
+	"path/filepath"
 	"time"
 )
 
@@ -38,6 +39,10 @@ const (
 	DefaultRestartMaxBackoff   = 30 * time.Second
 	DefaultPoolMax             = 100
 	DefaultPoolIdle            = 10 * time.Minute
+	DefaultTaskTTL             = time.Hour
+	DefaultTaskMaxTTL          = 24 * time.Hour
+	DefaultTaskPollInterval    = time.Second
+	DefaultMaxHostedTasks      = 16
 )
 
 // Prefix modes of exposed tool and prompt names (Naming.PrefixMode,
@@ -157,6 +162,13 @@ type Config struct {
 	// stream nobody resumed within it is cancelled upstream. Default
 	// DefaultResumeWindow.
 	ResumeWindow Duration `yaml:"resume_window"`
+	// Database is where the gateway keeps what must survive a restart (task
+	// records today).
+	Database Database `yaml:"database"`
+	// Auth says who may use /mcp, and as which principal.
+	Auth Auth `yaml:"auth"`
+	// Tasks configures the 2025-11-25 tasks the gateway relays and hosts.
+	Tasks Tasks `yaml:"tasks"`
 	// Admin configures the admin API.
 	Admin Admin `yaml:"admin"`
 	// Log configures the gateway's own log.
@@ -208,6 +220,85 @@ type Resources struct {
 	// A server's own Resources.Namespace overrides it. Default NamespaceAuto;
 	// the helpers treat "" as NamespaceAuto.
 	Namespace string `yaml:"namespace"`
+}
+
+// Database is the gateway's store.
+type Database struct {
+	// Path of the SQLite file. If empty, "<data_dir>/mcpgw.db" (see
+	// Config.DatabasePath).
+	Path string `yaml:"path"`
+}
+
+// DatabasePath returns the SQLite file the gateway uses.
+func (c *Config) DatabasePath() string {
+	if c.Database.Path != "" {
+		return c.Database.Path
+	}
+	return filepath.Join(c.DataDir, "mcpgw.db")
+}
+
+// Auth says who may use /mcp. Each request is made by a principal: the one
+// an API key names, or "anonymous" for a request without a token when
+// Anonymous allows it. Sessions, tasks and (later) media belong to the
+// principal that made them.
+type Auth struct {
+	// Anonymous allows requests without a token, as the principal
+	// "anonymous". Default true when no API key is configured, false
+	// otherwise: with keys, anonymous access must be asked for.
+	Anonymous *bool `yaml:"anonymous"`
+	// APIKeys are the accepted bearer tokens, kept hashed.
+	APIKeys []APIKey `yaml:"api_keys"`
+}
+
+// APIKey is one accepted bearer token.
+type APIKey struct {
+	// Principal is the name the key stands for: [A-Za-z0-9._@-], 1 to 64
+	// characters, not "anonymous".
+	Principal string `yaml:"principal"`
+	// KeySHA256 is the token's SHA-256, written "sha256:<64 hex digits>";
+	// never the token itself.
+	KeySHA256 string `yaml:"key_sha256"`
+	// Groups the principal belongs to (for access rules later).
+	Groups []string `yaml:"groups"`
+}
+
+// AnonymousAllowed reports whether requests without a token are served.
+func (a Auth) AnonymousAllowed() bool {
+	if a.Anonymous != nil {
+		return *a.Anonymous
+	}
+	return len(a.APIKeys) == 0
+}
+
+// Tasks configures 2025-11-25 tasks (task-augmented tools/call).
+type Tasks struct {
+	// Host makes the gateway run a task itself when a client asks for one
+	// on a tool whose server has no task support, so every tool is listed
+	// with taskSupport "optional". Default true; a server's own HostTasks
+	// overrides it.
+	Host *bool `yaml:"host"`
+	// DefaultTTL is the lifetime of a hosted task whose client asked for
+	// none, and the deadline of a task the gateway waits for on a client's
+	// behalf (block and poll) when its server gave no ttl. Default
+	// DefaultTaskTTL.
+	DefaultTTL Duration `yaml:"default_ttl"`
+	// MaxTTL caps the lifetime a client may ask for a hosted task. Default
+	// DefaultTaskMaxTTL.
+	MaxTTL Duration `yaml:"max_ttl"`
+	// PollInterval is the pollInterval of hosted tasks. Default
+	// DefaultTaskPollInterval.
+	PollInterval Duration `yaml:"poll_interval"`
+	// MaxHostedPerPrincipal caps the hosted tasks one principal may have
+	// running at once. Default DefaultMaxHostedTasks.
+	MaxHostedPerPrincipal int `yaml:"max_hosted_per_principal"`
+}
+
+// HostsTasks reports whether the gateway hosts tasks for server s.
+func (t Tasks) HostsTasks(s *Server) bool {
+	if s != nil && s.HostTasks != nil {
+		return *s.HostTasks
+	}
+	return t.Host == nil || *t.Host
 }
 
 // Admin configures the admin API under /admin.
@@ -283,6 +374,10 @@ type Server struct {
 	// client did not declare roots, or the request cannot be attributed to
 	// one client. If empty, such a roots/list gets an error.
 	Roots []Root `yaml:"roots"`
+	// HostTasks overrides Tasks.Host for this server: whether the gateway
+	// runs a task itself for a tool of this server that has no task
+	// support of its own.
+	HostTasks *bool `yaml:"host_tasks"`
 	// ForwardNotifications sends the server's notifications that mcpgw
 	// does not know (custom event/* pushes) to every session's GET stream.
 	// Default false: they are only kept in the event store.

@@ -176,7 +176,13 @@ func defaultConfig() *Config {
 		Resources:           Resources{Namespace: NamespaceAuto},
 		InputTimeout:        Duration(DefaultInputTimeout),
 		ResumeWindow:        Duration(DefaultResumeWindow),
-		Log:                 Log{Level: "info", Format: "json"},
+		Tasks: Tasks{
+			DefaultTTL:            Duration(DefaultTaskTTL),
+			MaxTTL:                Duration(DefaultTaskMaxTTL),
+			PollInterval:          Duration(DefaultTaskPollInterval),
+			MaxHostedPerPrincipal: DefaultMaxHostedTasks,
+		},
+		Log: Log{Level: "info", Format: "json"},
 	}
 }
 

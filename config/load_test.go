@@ -183,6 +183,18 @@ var badFixtures = []struct {
 		wantServers: []string{"ok"},
 	},
 	{
+		name: "auth_tasks.bad.yaml",
+		want: Problems{
+			fatal("tasks.poll_interval", "must be more than 0"),
+			fatal("tasks.default_ttl", "must be at most tasks.max_ttl (24h0m0s)"),
+			fatal("tasks.max_hosted_per_principal", "must be from 1 to 10000"),
+			fatal("auth.api_keys[0].principal", `"anonymous" is not a valid principal: 1 to 64 of A-Z, a-z, 0-9, ".", "_", "@" and "-", and not "anonymous"`),
+			fatal("auth.api_keys[1].key_sha256", `must be "sha256:" and the 64 hex digits of the key's SHA-256, such as printf %s "$KEY" | sha256sum prints; never the key itself`),
+			fatal("auth.api_keys[2].key_sha256", "is the same key as auth.api_keys[0]"),
+			fatal("auth.api_keys[2].groups[0]", `"ops team" is not a valid group name: 1 to 64 of A-Z, a-z, 0-9, ".", "_", "@" and "-"`),
+		},
+	},
+	{
 		name: "relay.bad.yaml",
 		want: Problems{
 			fatal("input_timeout", "must be more than 0"),
@@ -369,8 +381,16 @@ var goodFixtures = []struct {
 			Resources:           Resources{Namespace: "auto"},
 			InputTimeout:        Duration(5 * time.Minute),
 			ResumeWindow:        Duration(5 * time.Minute),
-			Admin:               Admin{Tokens: []string{}},
-			Log:                 Log{Level: "info", Format: "json"},
+			Database:            Database{Path: "./data/mcpgw.db"},
+			Auth: Auth{Anonymous: ptr(false), APIKeys: []APIKey{{
+				Principal: "alice",
+				KeySHA256: "sha256:2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90",
+				Groups:    []string{"platform"},
+			}}},
+			Tasks: Tasks{Host: ptr(true), DefaultTTL: Duration(time.Hour), MaxTTL: Duration(24 * time.Hour),
+				PollInterval: Duration(time.Second), MaxHostedPerPrincipal: 16},
+			Admin: Admin{Tokens: []string{}},
+			Log:   Log{Level: "info", Format: "json"},
 			Servers: []Server{
 				{
 					Name:      "files",

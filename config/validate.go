@@ -230,6 +230,44 @@ func (c *Config) validateGateway() Problems {
 			add(d.path, "must be at most %s", Duration(maxClientWait))
 		}
 	}
+	for _, d := range []struct {
+		path string
+		d    Duration
+	}{
+		{"tasks.default_ttl", c.Tasks.DefaultTTL},
+		{"tasks.max_ttl", c.Tasks.MaxTTL},
+		{"tasks.poll_interval", c.Tasks.PollInterval},
+	} {
+		if d.d <= 0 {
+			add(d.path, "must be more than 0")
+		}
+	}
+	if c.Tasks.DefaultTTL > 0 && c.Tasks.MaxTTL > 0 && c.Tasks.DefaultTTL > c.Tasks.MaxTTL {
+		add("tasks.default_ttl", "must be at most tasks.max_ttl (%s)", c.Tasks.MaxTTL)
+	}
+	if n := c.Tasks.MaxHostedPerPrincipal; n < 1 || n > 10000 {
+		add("tasks.max_hosted_per_principal", "must be from 1 to 10000")
+	}
+	seenKeys := map[string]int{}
+	for i, k := range c.Auth.APIKeys {
+		path := fmt.Sprintf("auth.api_keys[%d]", i)
+		if !validPrincipal(k.Principal) {
+			add(path+".principal", `%q is not a valid principal: 1 to 64 of A-Z, a-z, 0-9, ".", "_", "@" and "-", and not "anonymous"`, k.Principal)
+		}
+		if !validTokenHash(k.KeySHA256) {
+			// Never show the value: it may be the key itself, pasted by mistake.
+			add(path+".key_sha256", `must be "sha256:" and the 64 hex digits of the key's SHA-256, such as printf %%s "$KEY" | sha256sum prints; never the key itself`)
+		} else if j, dup := seenKeys[strings.ToLower(k.KeySHA256)]; dup {
+			add(path+".key_sha256", "is the same key as auth.api_keys[%d]", j)
+		} else {
+			seenKeys[strings.ToLower(k.KeySHA256)] = i
+		}
+		for g, group := range k.Groups {
+			if !validPrincipal(group) {
+				add(fmt.Sprintf("%s.groups[%d]", path, g), "%q is not a valid group name: 1 to 64 of A-Z, a-z, 0-9, \".\", \"_\", \"@\" and \"-\"", group)
+			}
+		}
+	}
 	for i, t := range c.Admin.Tokens {
 		if !validTokenHash(t) {
 			// Never show t: it may be the token itself, pasted by mistake.
@@ -243,6 +281,20 @@ func (c *Config) validateGateway() Problems {
 		add("log.format", "%q is not one of %s", c.Log.Format, strings.Join(logFormats, ", "))
 	}
 	return ps
+}
+
+// validPrincipal reports whether s is a principal or group name.
+func validPrincipal(s string) bool {
+	if s == "" || len(s) > 64 || s == "anonymous" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._@-", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateServer checks one server entry, after expansion, with the rules of

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/admin"
@@ -62,7 +63,13 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	authn, err := auth.New(auth.Options{Keys: cfg.Auth.APIKeys, Anonymous: cfg.Auth.AnonymousAllowed()})
+	if err != nil {
+		core.Close()
+		return nil, err
+	}
 	edge, err := legacy.New(legacy.Options{
+		Auth:                    authn,
 		Core:                    core,
 		Logger:                  logger,
 		AllowHost:               func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) },

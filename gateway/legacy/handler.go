@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -56,8 +57,13 @@ type Options struct {
 	// others get 403. A request without Origin is always allowed. Nil
 	// allows every origin.
 	AllowOrigin func(origin string) bool
-	// Principal names who sent a request (the auth layer's answer).
-	// Sessions belong to it. Nil gives gateway.Anonymous to everyone.
+	// Auth names who sent a request, after the Host and Origin checks; a
+	// request it refuses gets 401 with its WWW-Authenticate challenge and
+	// a JSON-RPC error. Sessions belong to the principal it names. Nil
+	// leaves Principal to decide.
+	Auth *auth.Authenticator
+	// Principal names who sent a request when Auth is nil (tests). Nil
+	// gives gateway.Anonymous to everyone.
 	Principal func(r *http.Request) string
 	// MaxRequestBody caps a POST body; larger ones get 413. If zero,
 	// config.DefaultMaxRequestBody.
@@ -191,7 +197,13 @@ func New(opts Options) (*Handler, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	principal := opts.Principal
-	if principal == nil {
+	switch {
+	case opts.Auth != nil:
+		principal = func(r *http.Request) string {
+			p, _ := auth.FromContext(r.Context())
+			return p.Name
+		}
+	case principal == nil:
 		principal = func(*http.Request) string { return gateway.Anonymous }
 	}
 	h := &Handler{
@@ -257,6 +269,15 @@ func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		h.conns.Add(1)
 		h.mu.Unlock()
 		defer h.conns.Done()
+		if h.opts.Auth != nil {
+			p, err := h.opts.Auth.Authenticate(r)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(err))
+				writeError(w, http.StatusUnauthorized, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, err.Error(), nil)
+				return nil
+			}
+			c.SetRequest(r.WithContext(auth.NewContext(r.Context(), p)))
+		}
 		return next(c)
 	}
 }

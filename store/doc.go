@@ -1,0 +1,42 @@
+// Package store is mcpgw's persistence. It keeps what must outlive a
+// process: today task records (issue 5); the admin issue adds registered
+// servers, events and admin state in later migrations.
+//
+// The default is one SQLite file under data_dir (DESIGN decision 10), through
+// the pure-Go driver modernc.org/sqlite, so the binary needs no cgo. Replicas
+// will share a PostgreSQL database instead, so callers get typed methods
+// (PutTask, GetTask, ...) and never SQL: the gateway declares the small
+// interface it needs, and a PostgreSQL type can satisfy it later.
+//
+// # SQLite
+//
+// Open applies the pragmas every connection needs (WAL, a busy timeout,
+// foreign keys) and splits the work between two pools over the same file:
+//
+//	PutTask, DeleteExpiredTasks ──► writer: 1 connection, BEGIN IMMEDIATE
+//	GetTask, ListTasks, ...     ──► readers: a few query_only connections
+//
+// WAL lets readers run beside the one writer, and a single writer
+// connection means the process's own writes queue in database/sql rather
+// than failing with SQLITE_BUSY; the busy timeout covers the rest (a
+// checkpoint, another process on the same file).
+//
+// # Migrations
+//
+// The schema is an ordered list of migrations in Go (migrate.go); the
+// schema_migrations table records the versions applied. Open applies the
+// missing ones in order, each in its own immediate transaction that
+// re-reads the version, so two processes opening one file at once apply
+// each migration once. A database whose version is newer than this binary
+// knows is refused, never used.
+//
+// # Values
+//
+// Times are stored as UTC RFC 3339 text with nine fraction digits, which
+// keeps nanoseconds and sorts as text; durations as whole milliseconds (the
+// unit MCP uses for ttl and pollInterval); JSON as TEXT, kept byte for
+// byte; booleans as 0 or 1.
+//
+// Errors name the operation that failed but never a task's id (it may be a
+// capability a client presents) or its result (it may hold user data).
+package store

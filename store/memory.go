@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Memory keeps task records in memory, with the same behaviour as SQLite
+// but nothing survives the process. The gateway uses it when no database
+// is configured (embedding, tests). It is safe for concurrent use.
+type Memory struct {
+	mu    sync.Mutex
+	tasks map[string]Task
+	now   func() time.Time
+}
+
+// NewMemory returns an empty Memory store.
+func NewMemory() *Memory {
+	return &Memory{tasks: map[string]Task{}, now: time.Now}
+}
+
+// normalize is what a round trip through SQLite does to a task: times in
+// UTC, durations to the millisecond, empty JSON as nil, ExpiresAt filled
+// from TTL.
+func normalize(t Task) Task {
+	t.CreatedAt, t.UpdatedAt = t.CreatedAt.UTC(), t.UpdatedAt.UTC()
+	if t.TTL != nil {
+		d := t.TTL.Truncate(time.Millisecond)
+		t.TTL = &d
+	}
+	t.PollInterval = t.PollInterval.Truncate(time.Millisecond)
+	if len(t.Result) == 0 {
+		t.Result = nil
+	} else {
+		t.Result = append([]byte(nil), t.Result...)
+	}
+	if len(t.Error) == 0 {
+		t.Error = nil
+	} else {
+		t.Error = append([]byte(nil), t.Error...)
+	}
+	if t.ExpiresAt.IsZero() && t.TTL != nil {
+		t.ExpiresAt = t.CreatedAt.Add(*t.TTL)
+	}
+	if !t.ExpiresAt.IsZero() {
+		t.ExpiresAt = t.ExpiresAt.UTC()
+	}
+	return t
+}
+
+func (m *Memory) expired(t Task) bool {
+	return !t.ExpiresAt.IsZero() && !t.ExpiresAt.After(m.now())
+}
+
+// PutTask stores t, replacing the task with the same ID if there is one.
+func (m *Memory) PutTask(ctx context.Context, t Task) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("putting a task: %w", err)
+	}
+	if err := checkTask(t); err != nil {
+		return fmt.Errorf("putting a task: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tasks[t.ID] = normalize(t)
+	return nil
+}
+
+// GetTask returns the task with id, or ErrNotFound when it is absent or
+// expired.
+func (m *Memory) GetTask(ctx context.Context, id string) (Task, error) {
+	if err := ctx.Err(); err != nil {
+		return Task{}, fmt.Errorf("getting a task: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tasks[id]
+	if !ok || m.expired(t) {
+		return Task{}, fmt.Errorf("getting a task: %w", ErrNotFound)
+	}
+	return normalize(t), nil
+}
+
+// list returns the unexpired tasks for which keep is true, in ID order.
+func (m *Memory) list(keep func(Task) bool) []Task {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Task
+	for _, t := range m.tasks {
+		if !m.expired(t) && keep(t) {
+			out = append(out, normalize(t))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ListTasks returns owner's unexpired tasks after after, in ID order, at
+// most limit (all if limit <= 0).
+func (m *Memory) ListTasks(ctx context.Context, owner, after string, limit int) ([]Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	out := m.list(func(t Task) bool { return t.Owner == owner && t.ID > after })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// UnfinishedTasks returns every unexpired task in no terminal status.
+func (m *Memory) UnfinishedTasks(ctx context.Context) ([]Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing unfinished tasks: %w", err)
+	}
+	return m.list(func(t Task) bool {
+		return t.Status == statusWorking || t.Status == statusInputRequired
+	}), nil
+}
+
+// DeleteExpiredTasks deletes the tasks that expired at or before now.
+func (m *Memory) DeleteExpiredTasks(ctx context.Context, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("deleting expired tasks: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, t := range m.tasks {
+		if !t.ExpiresAt.IsZero() && !t.ExpiresAt.After(now) {
+			delete(m.tasks, id)
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// A migration is one step of the schema. Its version is its place in
+// migrations, counting from 1.
+type migration struct {
+	name string // for errors and the schema_migrations table
+	sql  string // one or more statements, run in one transaction
+}
+
+// migrations is the schema, oldest first. Append only: never edit, reorder
+// or remove a migration that has shipped, since databases out there record
+// it as applied. A PostgreSQL store will keep its own list with the same
+// versions.
+var migrations = []migration{
+	{name: "tasks", sql: `
+CREATE TABLE tasks (
+	id               TEXT    NOT NULL PRIMARY KEY,
+	owner            TEXT    NOT NULL,
+	server           TEXT    NOT NULL,
+	caller           TEXT    NOT NULL,
+	upstream_id      TEXT    NOT NULL,
+	hosted           INTEGER NOT NULL CHECK (hosted IN (0, 1)),
+	transport        TEXT    NOT NULL,
+	tool             TEXT    NOT NULL,
+	status           TEXT    NOT NULL,
+	status_message   TEXT    NOT NULL,
+	created_at       TEXT    NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	updated_at       TEXT    NOT NULL,
+	ttl_ms           INTEGER,          -- NULL: unlimited
+	poll_interval_ms INTEGER NOT NULL, -- 0: none
+	result           TEXT,             -- JSON result object
+	error            TEXT,             -- JSON-RPC error object
+	expires_at       TEXT              -- NULL: never
+) STRICT;
+
+-- ListTasks: one owner's tasks in id order.
+CREATE INDEX tasks_owner_id ON tasks (owner, id);
+
+-- UnfinishedTasks, at startup. The condition must stay the one in
+-- unfinishedCondition, or SQLite will not use the index.
+CREATE INDEX tasks_unfinished ON tasks (id)
+	WHERE status NOT IN ('completed', 'failed', 'cancelled');
+
+-- DeleteExpiredTasks.
+CREATE INDEX tasks_expires_at ON tasks (expires_at) WHERE expires_at IS NOT NULL;
+`},
+}
+
+const createMigrationsTable = `
+CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER NOT NULL PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	applied_at TEXT    NOT NULL
+) STRICT`
+
+// migrate brings db up to len(ms). Each missing migration runs in its own
+// transaction with its schema_migrations row, so a failure leaves the
+// database at the previous version, and a crash never half-applies one.
+// The transactions are immediate (the writer's _txlock), so the version
+// read inside one cannot change before it commits: two processes opening a
+// new file at once apply each migration once.
+func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
+	if _, err := db.ExecContext(ctx, createMigrationsTable); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	for i, m := range ms {
+		if err := applyMigration(ctx, db, ms, i+1, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, ms []migration, version int, m migration) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("applying migration %d (%s): %w", version, m.name, err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	current, err := schemaVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if current > len(ms) {
+		return fmt.Errorf("the database is at schema version %d, newer than this mcpgw knows (version %d): run a newer mcpgw, or restore a backup", current, len(ms))
+	}
+	if current >= version {
+		return tx.Commit()
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("applying migration %d (%s): %w", version, m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		version, m.name, formatTime(time.Now())); err != nil {
+		return fmt.Errorf("recording migration %d (%s): %w", version, m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing migration %d (%s): %w", version, m.name, err)
+	}
+	return nil
+}
+
+// schemaVersion is the highest migration applied, 0 for a new database.
+func schemaVersion(ctx context.Context, tx *sql.Tx) (int, error) {
+	var v int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("reading the schema version: %w", err)
+	}
+	return v, nil
+}

@@ -43,6 +43,9 @@ var allowed = map[string][]string{
 
 	"e2e/fixtures/catalogserver": {},
 	"e2e/fixtures/relayserver":   {},
+
+	"internal/rawclient":      {},
+	"e2e/fixtures/taskserver": {},
 }
 
 // pkg is one package directory of the module.

@@ -23,6 +23,10 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.toolName = name
+	if res, err, handled := s.taskCall(ctx, req, ref, params); handled {
+		return res, err
+	}
 	body, err := s.forward(ctx, req, ref.Server, "tools/call", params)
 	if err != nil {
 		return nil, err

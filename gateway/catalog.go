@@ -26,6 +26,11 @@ type catalog struct {
 
 	toolNames   *naming.Table
 	promptNames *naming.Table
+	// taskSupport is, by server and original tool name, the tool's own
+	// execution.taskSupport when its server declared task-augmented
+	// tools/call ("forbidden" when absent), and "" when the server has no
+	// task support.
+	taskSupport map[naming.Ref]string
 
 	// Resource routing.
 	prefix     string
@@ -94,6 +99,9 @@ type catalogInput struct {
 	// autoNS says whether auto namespacing decided to namespace a
 	// server's URIs of a scheme.
 	autoNS func(server, scheme string) bool
+	// hostsTasks says whether the gateway runs tasks itself for a
+	// server's tools that have no task support of their own.
+	hostsTasks func(server string) bool
 }
 
 // serverSettings are the per-server options the core applies.
@@ -112,13 +120,14 @@ type serverSettings struct {
 // being an unknown tool.
 func buildCatalog(servers []upstream.Status, version uint64, in catalogInput, logger *slog.Logger) *catalog {
 	c := &catalog{
-		version:    version,
-		prefix:     in.prefix,
-		namespaced: map[string]func(string) bool{},
-		bareURIs:   map[string][]string{},
-		origURIs:   map[string][]string{},
-		tmpls:      map[string][]*template{},
-		problems:   map[string][]string{},
+		version:     version,
+		prefix:      in.prefix,
+		namespaced:  map[string]func(string) bool{},
+		bareURIs:    map[string][]string{},
+		origURIs:    map[string][]string{},
+		tmpls:       map[string][]*template{},
+		problems:    map[string][]string{},
+		taskSupport: map[naming.Ref]string{},
 	}
 	c.tools, c.toolNames = c.buildNamed(servers, in, "tools", logger)
 	c.prompts, c.promptNames = c.buildNamed(servers, in, "prompts", logger)
@@ -166,6 +175,9 @@ func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind st
 						raw = r
 					}
 				}
+				support := upstreamTaskSupport(st, raw)
+				c.taskSupport[ref] = support
+				raw = withTaskSupport(raw, exposedTaskSupport(support, in.hostsTasks != nil && in.hostsTasks(st.Name)))
 			}
 			e.Seq = in.seq(kind, ref)
 			entries = append(entries, e)
@@ -267,4 +279,61 @@ func (c *catalog) exposeURI(server, uri string) string {
 		return namespacedURI(c.prefix, server, uri)
 	}
 	return uri
+}
+
+// upstreamTaskSupport returns a tool's own task support: its
+// execution.taskSupport ("forbidden" when absent) when its server declared
+// task-augmented tools/call, else "".
+func upstreamTaskSupport(st upstream.Status, tool json.RawMessage) string {
+	tasks, ok, _ := rawjson.Get(st.Capabilities, "tasks")
+	if !ok {
+		return ""
+	}
+	reqs, _, _ := rawjson.Get(tasks, "requests")
+	tools, _, _ := rawjson.Get(reqs, "tools")
+	if _, ok, _ := rawjson.Get(tools, "call"); !ok {
+		return ""
+	}
+	exec, _, _ := rawjson.Get(tool, "execution")
+	switch v, _ := rawjson.String(exec, "taskSupport"); v {
+	case "optional", "required":
+		return v
+	}
+	return "forbidden"
+}
+
+// exposedTaskSupport is the task support the gateway lists for a tool: the
+// gateway serves a required tool without a task too (block and poll), so
+// required becomes optional; a tool without task support of its own is
+// optional when the gateway hosts tasks for it, else forbidden.
+func exposedTaskSupport(upstream string, hosts bool) string {
+	switch {
+	case upstream == "optional", upstream == "required":
+		return "optional"
+	case hosts:
+		return "optional"
+	}
+	return "forbidden"
+}
+
+// withTaskSupport sets a tool's execution.taskSupport, keeping the rest of
+// execution, and leaves the tool as it is when it already says so.
+func withTaskSupport(tool json.RawMessage, support string) json.RawMessage {
+	exec, ok, _ := rawjson.Get(tool, "execution")
+	if !ok || string(exec) == "null" {
+		exec = json.RawMessage(`{}`)
+	}
+	if cur, _ := rawjson.String(exec, "taskSupport"); cur == support {
+		return tool
+	}
+	v, _ := json.Marshal(support)
+	exec2, err := rawjson.Set(exec, "taskSupport", v)
+	if err != nil {
+		return tool
+	}
+	out, err := rawjson.Set(tool, "execution", exec2)
+	if err != nil {
+		return tool
+	}
+	return out
 }

@@ -155,7 +155,7 @@ func TestCatalog_ToolOptions(t *testing.T) {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 	res, _ := s.Handle(context.Background(), &Request{Method: "tools/list"})
-	if !strings.Contains(string(res.Body), `{"name":"cat","description":"Prints a file.","inputSchema":{"type":"object"}}`) {
+	if !strings.Contains(string(res.Body), `{"name":"cat","description":"Prints a file.","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}`) {
 		t.Errorf("rename/describe not applied: %s", res.Body)
 	}
 	if server, orig := callEcho(t, s, "cat"); server != "s" || orig != "read_file" {
@@ -460,7 +460,7 @@ func TestCatalog_DuplicateTool(t *testing.T) {
 	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s", Tools: raws(`{"name":"t","description":"first"}`, `{"name":"t","description":"second"}`)})
 	s := newCore(t, m, Options{})
 	res, _ := s.Handle(context.Background(), &Request{Method: "tools/list"})
-	if want := `{"tools":[{"name":"mcp__s__t","description":"first"}]}`; string(res.Body) != want {
+	if want := `{"tools":[{"name":"mcp__s__t","description":"first","execution":{"taskSupport":"optional"}}]}`; string(res.Body) != want {
 		t.Errorf("tools/list = %s, want %s", res.Body, want)
 	}
 	if st := s.Servers()[0]; len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "listed twice") {

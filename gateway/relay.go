@@ -207,7 +207,7 @@ func (s *Server) serverConfig(server string) config.Server {
 
 // inputHandler returns the handler of the requests a server sends while
 // req's call runs (elicitation, sampling, roots).
-func (s *Server) inputHandler(req *Request, server string, timer *callTimer) upstream.RequestHandler {
+func (s *Server) inputHandler(req *Request, server string, who upstream.Caller, timer *callTimer) upstream.RequestHandler {
 	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
 		switch m.Method {
 		case "ping":
@@ -217,6 +217,13 @@ func (s *Server) inputHandler(req *Request, server string, timer *callTimer) ups
 			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not relay %s", m.Method)
 		}
 		params := m.Params
+		// A request that belongs to a task names it by the server's id;
+		// the client knows it by ours.
+		if upID, ok := relatedTaskID(params); ok {
+			if id, ok := s.gatewayTaskFor(server, callerString(who), upID); ok {
+				params = withRelatedTask(params, id)
+			}
+		}
 		if m.Method == "elicitation/create" {
 			if mode, _ := rawjson.String(params, "mode"); mode == "url" {
 				if !s.userBound(server) {
@@ -385,3 +392,14 @@ func refusedURLElicitation(server string) *jsonrpc.Error {
 
 // CodeURLElicitationRequired is the spec's URLElicitationRequiredError.
 const CodeURLElicitationRequired = -32042
+
+// callerString is the store's name of an upstream session (see callerKey).
+func callerString(who upstream.Caller) string {
+	switch {
+	case who.Session != "":
+		return "s:" + who.Session
+	case who.Principal != "":
+		return "p:" + who.Principal
+	}
+	return ""
+}

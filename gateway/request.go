@@ -38,6 +38,9 @@ type Request struct {
 	// the client's result. Nil means the client cannot be asked, and the
 	// core answers the upstream itself (DESIGN decision 5).
 	Input func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+
+	// toolName is the exposed name of a tools/call's tool, once read.
+	toolName string
 }
 
 // Client is what a client declared: its negotiated protocol version,

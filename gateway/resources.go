@@ -394,6 +394,8 @@ func (s *Server) onNotification(server string, who upstream.Caller, n *jsonrpc.M
 		s.logToSessions(server, n.Params)
 	case "notifications/elicitation/complete":
 		s.elicitationComplete(server, n.Params)
+	case "notifications/tasks/status":
+		s.taskStatus(server, who, n.Params)
 	case "notifications/cancelled":
 		// The server gave up one of its own requests; the upstream client
 		// ends the answer it was waiting for.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/naming"
+	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
@@ -78,6 +79,12 @@ type Options struct {
 	// relayed to it (elicitation, sampling, roots). If zero,
 	// config.DefaultInputTimeout.
 	InputTimeout time.Duration
+	// Tasks keeps task records. If nil, they are kept in memory and do not
+	// survive a restart.
+	Tasks TaskStore
+	// TaskConfig sets the hosting of tasks and their lifetimes; zero
+	// fields take the config defaults.
+	TaskConfig config.Tasks
 }
 
 // Server is the gateway core. It is safe for concurrent use. Create it
@@ -86,10 +93,14 @@ type Server struct {
 	opts     Options
 	logger   *slog.Logger
 	info     Info
+	anonInfo Info
 	settings map[string]serverSettings
 	defaults serverSettings
 	naming   naming.Options
 	cursors  *seal.Sealer
+	// taskSealer seals task ids, which name their owner.
+	taskSealer *seal.Sealer
+	tasks      tasks
 
 	cat       atomic.Pointer[catalog]
 	rebuildMu sync.Mutex // serializes rebuilds; guards the fields below
@@ -166,6 +177,21 @@ func New(opts Options) (*Server, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = config.DefaultCallTimeout
 	}
+	if opts.Tasks == nil {
+		opts.Tasks = store.NewMemory()
+	}
+	if opts.TaskConfig.DefaultTTL <= 0 {
+		opts.TaskConfig.DefaultTTL = config.Duration(config.DefaultTaskTTL)
+	}
+	if opts.TaskConfig.MaxTTL <= 0 {
+		opts.TaskConfig.MaxTTL = config.Duration(config.DefaultTaskMaxTTL)
+	}
+	if opts.TaskConfig.PollInterval <= 0 {
+		opts.TaskConfig.PollInterval = config.Duration(config.DefaultTaskPollInterval)
+	}
+	if opts.TaskConfig.MaxHostedPerPrincipal <= 0 {
+		opts.TaskConfig.MaxHostedPerPrincipal = config.DefaultMaxHostedTasks
+	}
 	if opts.InputTimeout <= 0 {
 		opts.InputTimeout = config.DefaultInputTimeout
 	}
@@ -195,18 +221,23 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	taskSealer, err := seal.New(secret, "task")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	seen, _ := lru.New[seenKey, string](maxSeenURIs)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		opts:     opts,
-		logger:   logger,
-		cursors:  cursors,
-		seen:     seen,
-		settings: map[string]serverSettings{},
-		defaults: serverSettings{mode: naming.Mode(opts.Naming.PrefixMode), namespace: opts.Resources.Namespace},
+		opts:       opts,
+		logger:     logger,
+		cursors:    cursors,
+		taskSealer: taskSealer,
+		seen:       seen,
+		settings:   map[string]serverSettings{},
+		defaults:   serverSettings{mode: naming.Mode(opts.Naming.PrefixMode), namespace: opts.Resources.Namespace},
 		naming: naming.Options{
 			Prefix:    opts.Naming.Prefix,
 			Separator: opts.Naming.Separator,
@@ -221,6 +252,7 @@ func New(opts Options) (*Server, error) {
 		pending:  map[string]bool{},
 	}
 	s.subs.init()
+	s.tasks.init()
 	s.relay.init()
 	s.logs.init()
 	s.events = newEventStore(maxEvents, eventDedupWindow)
@@ -233,20 +265,31 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	serverInfo, _ := json.Marshal(map[string]string{"name": opts.Name, "version": opts.Version})
+	s.anonInfo = Info{
+		ServerInfo: serverInfo,
+		// Tasks of the anonymous principal are bound to their session, so
+		// there is no list of them across sessions to offer.
+		Capabilities: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}}`),
+	}
 	s.info = Info{
 		ServerInfo: serverInfo,
 		// The legacy era fixes capabilities at initialize, so the gateway
 		// offers what it serves for any configured server, started or not
 		// (DESIGN decision 11): the merged lists, which change as servers
 		// come and go, resource subscriptions and completions, which it
-		// routes to the server that owns them, and logging, which it fans
-		// out.
-		Capabilities: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}}`),
+		// routes to the server that owns them, logging, which it fans
+		// out, and tasks, which it relays or hosts for any tool.
+		Capabilities: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}`),
 	}
 	s.rebuildMu.Lock()
 	s.cat.Store(s.buildLocked(1))
 	s.rebuildMu.Unlock()
 	s.stopWatch = opts.Upstreams.Watch(s.onEvent)
+	rctx, cancel := context.WithTimeout(s.life, time.Minute)
+	s.recoverTasks(rctx)
+	cancel()
+	s.tasks.bg.Add(1)
+	go s.purgeTasks()
 	return s, nil
 }
 
@@ -262,10 +305,22 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.stopLife()
 	s.subs.bg.Wait()
+	s.tasks.bg.Wait()
 }
 
-// Info returns what the gateway says about itself.
+// Info returns what the gateway says about itself to a principal that is
+// not anonymous.
 func (s *Server) Info() Info { return s.info }
+
+// InfoFor returns what the gateway says about itself to principal: the
+// anonymous principal is offered no tasks/list, since its tasks belong to
+// one session.
+func (s *Server) InfoFor(principal string) Info {
+	if principal == "" || principal == Anonymous {
+		return s.anonInfo
+	}
+	return s.info
+}
 
 // Servers returns a snapshot of every upstream server's status, sorted by
 // name, for the admin API, with the problems the catalog noticed (names
@@ -412,6 +467,10 @@ func (s *Server) buildLocked(version uint64) *catalog {
 		prefix:   s.opts.Naming.Prefix,
 		seq:      s.seqLocked,
 		autoNS:   func(server, sch string) bool { return autoNS[server][sch] },
+		hostsTasks: func(server string) bool {
+			sc := s.serverConfig(server)
+			return s.opts.TaskConfig.HostsTasks(&sc)
+		},
 	}, s.logger)
 	for server, ps := range cat.problems {
 		for _, p := range ps {
@@ -514,6 +573,14 @@ func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
 		return s.complete(ctx, req)
 	case "logging/setLevel":
 		return s.setLevel(req)
+	case "tasks/get":
+		return s.tasksGet(ctx, req)
+	case "tasks/result":
+		return s.tasksResult(ctx, req)
+	case "tasks/cancel":
+		return s.tasksCancel(ctx, req)
+	case "tasks/list":
+		return s.tasksList(ctx, req)
 	default:
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not offered by this gateway", req.Method)
 	}
@@ -535,16 +602,24 @@ func (s *Server) timeout(server string) time.Duration {
 // (elicitation, sampling, roots) go to the client through req.Input, with
 // the call's timeout paused while the client answers.
 func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage) (json.RawMessage, error) {
-	timeout := s.timeout(server)
-	timer := newCallTimer(ctx, timeout)
-	defer timer.stop()
 	params, forget := s.relay.withProgress(params, req.Notify)
 	defer forget()
-	hooks := &upstream.CallHooks{
-		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, m) },
-		Request: s.inputHandler(req, server, timer),
+	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0)
+}
+
+// forwardAs is forward to the upstream session of who, with params whose
+// progress token is already the gateway's, bounded by timeout instead of
+// the call timeout when timeout is positive.
+func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+	if timeout <= 0 {
+		timeout = s.timeout(server)
 	}
-	who := upstream.Caller{Principal: req.Principal, Session: req.Session}
+	timer := newCallTimer(ctx, timeout)
+	defer timer.stop()
+	hooks := &upstream.CallHooks{
+		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
+		Request: s.inputHandler(req, server, who, timer),
+	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {
 		return body, nil
@@ -580,8 +655,10 @@ func (s *Server) forward(ctx context.Context, req *Request, server, method strin
 // callNotification relays a server's notification that belongs to req's
 // call: progress under the client's token, log messages when the session's
 // level admits them, the rest as they are.
-func (s *Server) callNotification(req *Request, server string, m *jsonrpc.Message) {
+func (s *Server) callNotification(req *Request, server string, who upstream.Caller, m *jsonrpc.Message) {
 	switch m.Method {
+	case "notifications/tasks/status":
+		s.taskStatus(server, who, m.Params)
 	case "notifications/progress":
 		if !s.relay.deliverProgress(m.Params) {
 			s.logger.Debug("dropping progress with a token of no call", "server", server)

@@ -53,10 +53,12 @@ func TestToolsList(t *testing.T) {
 	}
 	// The server that is down is left out of the list (its tools stay
 	// routable: TestToolsCall).
+	// Every byte of a tool is kept but its name and execution.taskSupport
+	// (optional: the gateway hosts tasks for tools without their own).
 	want := `{"tools":[` +
-		`{"name":"mcp__alpha__a","inputSchema":{"type":"object"}},` +
-		`{"name":"mcp__alpha__z","description":"last", "inputSchema":` + schema + `,"annotations":{"readOnlyHint":true},"_meta":{"k":1.50}},` +
-		`{"name":"mcp__zeta__b","inputSchema":{"type":"object"}}]}`
+		`{"name":"mcp__alpha__a","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},` +
+		`{"name":"mcp__alpha__z","description":"last", "inputSchema":` + schema + `,"annotations":{"readOnlyHint":true},"_meta":{"k":1.50},"execution":{"taskSupport":"optional"}},` +
+		`{"name":"mcp__zeta__b","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
 	if diff := cmp.Diff(want, string(res.Body)); diff != "" {
 		t.Errorf("tools/list (-want +got):\n%s", diff)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/gateway/admin"
 	"github.com/mcpgw/mcpgw/gateway/legacy"
 	"github.com/mcpgw/mcpgw/internal/seal"
+	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
@@ -25,6 +26,7 @@ import (
 // HTTP handler that serves them.
 type parts struct {
 	mgr     *upstream.Manager
+	db      *store.SQLite
 	core    *gateway.Server
 	edge    *legacy.Handler
 	handler http.Handler
@@ -47,7 +49,24 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		LogDir:          filepath.Join(cfg.DataDir, "logs", "mcp"),
 	})
 
+	// On a failure below, what was built is closed again, newest first.
+	var undo []func()
+	fail := func(err error) (*parts, error) {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		return nil, err
+	}
+	undo = append(undo, func() { mgr.Close(context.Background()) })
+
+	db, err := store.Open(context.Background(), cfg.DatabasePath())
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { db.Close() })
 	core, err := gateway.New(gateway.Options{
+		Tasks:               db,
+		TaskConfig:          cfg.Tasks,
 		Upstreams:           mgr,
 		Logger:              logger,
 		Version:             buildVersion(),
@@ -61,12 +80,12 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		InputTimeout:        time.Duration(cfg.InputTimeout),
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
+	undo = append(undo, core.Close)
 	authn, err := auth.New(auth.Options{Keys: cfg.Auth.APIKeys, Anonymous: cfg.Auth.AnonymousAllowed()})
 	if err != nil {
-		core.Close()
-		return nil, err
+		return fail(err)
 	}
 	edge, err := legacy.New(legacy.Options{
 		Auth:                    authn,
@@ -82,14 +101,12 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		ResumeWindow:            time.Duration(cfg.ResumeWindow),
 	})
 	if err != nil {
-		core.Close()
-		return nil, err
+		return fail(err)
 	}
+	undo = append(undo, func() { edge.Close(context.Background()) })
 	adm, err := admin.New(admin.Options{Core: core, Tokens: cfg.Admin.Tokens, Logger: logger})
 	if err != nil {
-		core.Close()
-		edge.Close(context.Background())
-		return nil, err
+		return fail(err)
 	}
 
 	e := echo.New()
@@ -99,7 +116,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 
 	mgr.Start()
-	return &parts{mgr: mgr, core: core, edge: edge, handler: e}, nil
+	return &parts{mgr: mgr, db: db, core: core, edge: edge, handler: e}, nil
 }
 
 // Shutdown budgets after the drain: for the HTTP server to flush and close
@@ -147,5 +164,8 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Ser
 		}
 		return nil
 	})
+	if err := p.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the database: %w", err))
+	}
 	return errors.Join(errs...)
 }

@@ -746,7 +746,12 @@ func TestSandwich_RelayFidelity(t *testing.T) {
 	for _, tool := range list.Result.Tools {
 		got = append(got, string(tool))
 	}
-	want := []string{named(alpha, "mcp__up__alpha"), named(richTool, "mcp__up__rich"), named(x, "mcp__up__x")}
+	// Every byte is kept but the name, and execution.taskSupport where the
+	// tool had none: the gateway hosts tasks for any tool (optional).
+	hosted := func(tool string) string {
+		return strings.TrimSuffix(tool, "}") + `,"execution":{"taskSupport":"optional"}}`
+	}
+	want := []string{hosted(named(alpha, "mcp__up__alpha")), named(richTool, "mcp__up__rich"), hosted(named(x, "mcp__up__x"))}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tools/list tools, raw bytes (-want +got):\n%s", diff)
 	}

@@ -186,7 +186,7 @@ func TestInitialize(t *testing.T) {
 				}
 			}
 			m := decode(t, []byte(readAll(t, resp)))
-			want := `{"protocolVersion":"` + tt.want + `","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}},"serverInfo":{"name":"mcpgw","version":"dev"}}`
+			want := `{"protocolVersion":"` + tt.want + `","capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"mcpgw","version":"dev"}}`
 			if diff := cmp.Diff(want, string(m.Result)); diff != "" || string(m.ID) != `"init"` {
 				t.Errorf("id %s, result (-want +got):\n%s", m.ID, diff)
 			}

@@ -28,7 +28,13 @@ const maxBatchParallel = 16
 // logging/setLevel is one of these: the core records the session's level
 // and answers {}.
 func local(method string) bool {
-	return method == "ping" || method == "logging/setLevel" || strings.HasSuffix(method, "/list")
+	switch method {
+	case "ping", "logging/setLevel",
+		// A poll: the spec asks servers not to upgrade tasks/get to SSE.
+		"tasks/get", "tasks/cancel":
+		return true
+	}
+	return strings.HasSuffix(method, "/list")
 }
 
 // requireSession returns the session a GET or DELETE names, or answers
@@ -189,7 +195,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, m *jsonrpc.
 	}
 	h.logger.Debug("session started", "session_id", s.key, "principal", s.principal,
 		"version", version, "client", s.clientName, "client_version", s.clientVersion)
-	gi := h.core.Info()
+	gi := h.core.InfoFor(s.principal)
 	result := marshal(struct {
 		ProtocolVersion string          `json:"protocolVersion"`
 		Capabilities    json.RawMessage `json:"capabilities"`

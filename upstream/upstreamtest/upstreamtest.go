@@ -19,6 +19,10 @@ type Server struct {
 	Name  string
 	State upstream.State // StateRunning when empty
 	Err   string
+	// Capabilities are the server's, as it would answer initialize.
+	Capabilities json.RawMessage
+	// Transport is the server's transport ("" for none in particular).
+	Transport string
 	// Tools, Prompts, Resources and Templates are the server's lists as
 	// raw JSON objects.
 	Tools, Prompts, Resources, Templates []json.RawMessage
@@ -147,6 +151,7 @@ func (m *Manager) Servers() []upstream.Status {
 	for _, s := range m.servers {
 		out = append(out, upstream.Status{
 			Name: s.Name, Enabled: true, State: state(s), Error: s.Err,
+			Capabilities: s.Capabilities, Transport: s.Transport,
 			Tools: s.Tools, ToolCount: len(s.Tools),
 			Prompts: s.Prompts, PromptCount: len(s.Prompts),
 			Resources: s.Resources, ResourceCount: len(s.Resources),

@@ -1,0 +1,911 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/naming"
+	"github.com/mcpgw/mcpgw/store"
+	"github.com/mcpgw/mcpgw/upstream"
+)
+
+// Tasks (MCP 2025-11-25, basic/utilities/tasks). Three paths:
+//
+//	relay         client ─tools/call+task─► gateway ─tools/call+task─► server
+//	              (the server's task id is replaced by a sealed gateway id;
+//	              tasks/get|result|cancel go to the server under its own id)
+//	block & poll  client ─tools/call─► gateway ─tools/call+task─► server,
+//	              then tasks/get at pollInterval until terminal or
+//	              input_required, then tasks/result: the call's result
+//	hosted        client ─tools/call+task─► gateway runs the plain call in
+//	              the background and serves tasks/* itself
+//
+// Task records live in the store, in one flat shape, so a finished task's
+// result survives a restart. A task id is a sealed token naming the task
+// and its owner: the caller's principal, or for the anonymous principal
+// the session (the spec's rule for requestors it cannot identify: such
+// tasks are not listed across sessions and do not outlive them).
+
+// Task statuses.
+const (
+	taskWorking       = "working"
+	taskInputRequired = "input_required"
+	taskCompleted     = "completed"
+	taskFailed        = "failed"
+	taskCancelled     = "cancelled"
+)
+
+func terminal(status string) bool {
+	return status == taskCompleted || status == taskFailed || status == taskCancelled
+}
+
+// metaRelatedTask is the _meta key that ties a message to a task.
+const metaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// Bounds of polling a task for a client (block and poll).
+const (
+	minPoll = 500 * time.Millisecond
+	maxPoll = 30 * time.Second
+)
+
+// TaskStore is what the core needs of the store; *store.SQLite has it.
+type TaskStore interface {
+	PutTask(ctx context.Context, t store.Task) error
+	GetTask(ctx context.Context, id string) (store.Task, error)
+	ListTasks(ctx context.Context, owner, after string, limit int) ([]store.Task, error)
+	UnfinishedTasks(ctx context.Context) ([]store.Task, error)
+	DeleteExpiredTasks(ctx context.Context, now time.Time) (int, error)
+}
+
+var _ TaskStore = (*store.SQLite)(nil)
+
+// tasks is the core's task state beyond the store: what lives only while
+// the process does.
+type tasks struct {
+	mu sync.Mutex
+	// live maps a gateway task id to its in-process state.
+	live map[string]*liveTask
+	// byUpstream maps (server, caller, upstream task id) to a gateway id,
+	// for the server's notifications and related-task _meta.
+	byUpstream map[upstreamTask]string
+	// hosted counts each principal's running hosted tasks.
+	hosted map[string]int
+	bg     sync.WaitGroup
+}
+
+type upstreamTask struct{ server, caller, id string }
+
+// liveTask is what a task holds while the process runs.
+type liveTask struct {
+	notify func(method string, params json.RawMessage) // the creating session's sink
+	forget func()                                      // drops the task's progress token
+	// hosted tasks only:
+	cancel context.CancelCauseFunc
+	done   chan struct{}      // closed when the hosted call ended
+	input  chan inputProvider // a tasks/result that can answer input requests
+}
+
+// inputProvider is a waiting tasks/result request's way to ask its client.
+type inputProvider func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+
+func (t *tasks) init() {
+	t.live = map[string]*liveTask{}
+	t.byUpstream = map[upstreamTask]string{}
+	t.hosted = map[string]int{}
+}
+
+// taskToken is what a sealed task id carries.
+type taskToken struct {
+	Nonce string `json:"n"`
+	Owner string `json:"o"`
+}
+
+// owner returns who a request's tasks belong to.
+func owner(req *Request) string {
+	if req.Principal == "" || req.Principal == Anonymous {
+		return "session:" + req.Session
+	}
+	return "principal:" + req.Principal
+}
+
+// newTaskID seals a fresh task id for owner.
+func (s *Server) newTaskID(owner string) string {
+	b, _ := json.Marshal(taskToken{Nonce: s.relay.mint("t") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), Owner: owner})
+	return s.taskSealer.Seal(b)
+}
+
+// errNoTask is the one answer to a task id that is forged, expired, or
+// another owner's: it never tells which.
+func errNoTask(id string) error {
+	return invalidParams("unknown task %q: no task of yours has this id (it may have expired)", shorten(id))
+}
+
+func shorten(s string) string {
+	if len(s) > 24 {
+		return s[:24] + "…"
+	}
+	return s
+}
+
+// lookupTask returns the record of the task a request names, if the
+// caller owns it.
+func (s *Server) lookupTask(ctx context.Context, req *Request) (store.Task, error) {
+	id, ok := rawjson.String(req.Params, "taskId")
+	if !ok || id == "" {
+		return store.Task{}, invalidParams("%s needs params.taskId", req.Method)
+	}
+	b, err := s.taskSealer.Open(id)
+	var tok taskToken
+	if err != nil || json.Unmarshal(b, &tok) != nil || tok.Owner != owner(req) {
+		return store.Task{}, errNoTask(id)
+	}
+	rec, err := s.opts.Tasks.GetTask(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Task{}, errNoTask(id)
+	}
+	if err != nil {
+		s.logger.Error("reading a task failed", "err", err)
+		return store.Task{}, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway could not read its task records; try again")
+	}
+	if rec.Owner != owner(req) { // cannot happen with a sealed id; checked anyway
+		return store.Task{}, errNoTask(id)
+	}
+	return rec, nil
+}
+
+// taskJSON is the Task object of a record, under the gateway's id.
+func taskJSON(rec store.Task) json.RawMessage {
+	t := map[string]any{
+		"taskId":        rec.ID,
+		"status":        rec.Status,
+		"createdAt":     rec.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt": rec.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		"ttl":           nil,
+	}
+	if rec.TTL != nil {
+		t["ttl"] = rec.TTL.Milliseconds()
+	}
+	if rec.PollInterval > 0 {
+		t["pollInterval"] = rec.PollInterval.Milliseconds()
+	}
+	if rec.StatusMessage != "" {
+		t["statusMessage"] = rec.StatusMessage
+	}
+	b, _ := json.Marshal(t)
+	return b
+}
+
+// applyTask updates a record from a server's Task object.
+func applyTask(rec *store.Task, task json.RawMessage) {
+	if st, ok := rawjson.String(task, "status"); ok && !terminal(rec.Status) {
+		rec.Status = st
+	}
+	if m, ok := rawjson.String(task, "statusMessage"); ok {
+		rec.StatusMessage = m
+	}
+	if ttl, ok, _ := rawjson.Get(task, "ttl"); ok {
+		var ms *int64
+		if json.Unmarshal(ttl, &ms) == nil {
+			if ms == nil {
+				rec.TTL = nil
+			} else {
+				d := time.Duration(*ms) * time.Millisecond
+				rec.TTL = &d
+				rec.ExpiresAt = rec.CreatedAt.Add(d)
+			}
+		}
+	}
+	if p, ok, _ := rawjson.Get(task, "pollInterval"); ok {
+		var ms int64
+		if json.Unmarshal(p, &ms) == nil {
+			rec.PollInterval = time.Duration(ms) * time.Millisecond
+		}
+	}
+	rec.UpdatedAt = time.Now()
+}
+
+// callerKey names the upstream session a task lives on, by the server's
+// session mode, and back.
+func (s *Server) callerKey(server string, req *Request) (string, upstream.Caller) {
+	switch s.serverConfig(server).SessionMode {
+	case config.SessionPerPrincipal:
+		return "p:" + req.Principal, upstream.Caller{Principal: req.Principal}
+	case config.SessionPerSession:
+		return "s:" + req.Session, upstream.Caller{Principal: req.Principal, Session: req.Session}
+	}
+	return "", upstream.Caller{}
+}
+
+func callerOf(rec store.Task) upstream.Caller {
+	switch {
+	case len(rec.Caller) > 2 && rec.Caller[:2] == "p:":
+		return upstream.Caller{Principal: rec.Caller[2:]}
+	case len(rec.Caller) > 2 && rec.Caller[:2] == "s:":
+		p := ""
+		if o := rec.Owner; len(o) > 10 && o[:10] == "principal:" {
+			p = o[10:]
+		}
+		return upstream.Caller{Principal: p, Session: rec.Caller[2:]}
+	}
+	return upstream.Caller{}
+}
+
+// withTaskID returns obj with its taskId member set to id.
+func withTaskID(obj json.RawMessage, id string) json.RawMessage {
+	out, err := setString(obj, "taskId", id)
+	if err != nil {
+		return obj
+	}
+	return out
+}
+
+// withRelatedTask rewrites the related-task _meta of params to id, if it
+// has one; with id "", it drops it.
+func withRelatedTask(params json.RawMessage, id string) json.RawMessage {
+	meta, ok, _ := rawjson.Get(params, "_meta")
+	if !ok {
+		return params
+	}
+	rel, ok, _ := rawjson.Get(meta, metaRelatedTask)
+	if !ok {
+		return params
+	}
+	var meta2 json.RawMessage
+	var err error
+	if id == "" {
+		meta2, err = rawjson.Delete(meta, metaRelatedTask)
+	} else {
+		rel2 := withTaskID(rel, id)
+		meta2, err = rawjson.Set(meta, metaRelatedTask, rel2)
+	}
+	if err != nil {
+		return params
+	}
+	out, err := rawjson.Set(params, "_meta", meta2)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// relatedTaskID returns the task id of params' related-task _meta.
+func relatedTaskID(params json.RawMessage) (string, bool) {
+	meta, ok, _ := rawjson.Get(params, "_meta")
+	if !ok {
+		return "", false
+	}
+	rel, ok, _ := rawjson.Get(meta, metaRelatedTask)
+	if !ok {
+		return "", false
+	}
+	return rawjson.String(rel, "taskId")
+}
+
+// gatewayTaskFor returns the gateway id of a server's task.
+func (s *Server) gatewayTaskFor(server, caller, upstreamID string) (string, bool) {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	id, ok := s.tasks.byUpstream[upstreamTask{server, caller, upstreamID}]
+	return id, ok
+}
+
+// taskCall decides how a tools/call is served: normally, as a relayed
+// task, by block and poll, or as a hosted task.
+func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error, bool) {
+	cat := s.cat.Load()
+	support := cat.taskSupport[ref]
+	_, asked, _ := rawjson.Get(params, "task")
+	if asked && req.Client.ProtocolVersion != "" && req.Client.ProtocolVersion < "2025-11-25" {
+		// A revision without tasks: the field means nothing (the spec's
+		// rule for receivers without the capability).
+		params, _ = rawjson.Delete(params, "task")
+		asked = false
+	}
+	switch {
+	case asked && (support == "optional" || support == "required"):
+		res, err := s.relayTask(ctx, req, ref, params)
+		return res, err, true
+	case asked && s.opts.TaskConfig.HostsTasks(ptrServer(s.serverConfig(ref.Server))):
+		res, err := s.hostTask(ctx, req, ref, params)
+		return res, err, true
+	case asked:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "tool %q cannot run as a task: its server has no task support and this gateway does not host tasks for it; call it without \"task\"", req.toolName), true
+	case support == "required":
+		res, err := s.blockAndPoll(ctx, req, ref, params)
+		return res, err, true
+	}
+	return nil, nil, false
+}
+
+func ptrServer(sc config.Server) *config.Server { return &sc }
+
+// relayTask creates a task on the server and answers with it under a
+// gateway id.
+func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
+	callerKey, who := s.callerKey(ref.Server, req)
+	params, forget := s.relay.withProgress(params, req.SessionNotify)
+	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0)
+	if err != nil {
+		forget()
+		return nil, err
+	}
+	task, ok, _ := rawjson.Get(body, "task")
+	upID, _ := rawjson.String(task, "taskId")
+	if !ok || upID == "" {
+		// The server ran it without a task (allowed when it did not
+		// declare the capability for this request): a plain result.
+		forget()
+		return complete(s.exposeResult(s.cat.Load(), req.Principal, ref.Server, body, "content", false)), nil
+	}
+	now := time.Now()
+	rec := store.Task{
+		ID: s.newTaskID(owner(req)), Owner: owner(req), Server: ref.Server, Caller: callerKey,
+		UpstreamID: upID, Transport: s.serverConfig(ref.Server).Transport, Tool: req.toolName,
+		Status: taskWorking, CreatedAt: now, UpdatedAt: now,
+	}
+	applyTask(&rec, task)
+	rec.UpdatedAt = now
+	if err := s.opts.Tasks.PutTask(ctx, rec); err != nil {
+		s.logger.Error("storing a task failed", "server", ref.Server, "err", err)
+	}
+	s.tasks.mu.Lock()
+	s.tasks.byUpstream[upstreamTask{ref.Server, callerKey, upID}] = rec.ID
+	s.tasks.live[rec.ID] = &liveTask{notify: req.SessionNotify, forget: forget}
+	s.tasks.mu.Unlock()
+	out, err := rawjson.Set(body, "task", withTaskID(task, rec.ID))
+	if err != nil {
+		out = body
+	}
+	return complete(out), nil
+}
+
+// taskEnded forgets what the process held for a task that reached a
+// terminal status.
+func (s *Server) taskEnded(rec store.Task) {
+	s.tasks.mu.Lock()
+	lt := s.tasks.live[rec.ID]
+	delete(s.tasks.live, rec.ID)
+	if rec.UpstreamID != "" {
+		delete(s.tasks.byUpstream, upstreamTask{rec.Server, rec.Caller, rec.UpstreamID})
+	}
+	s.tasks.mu.Unlock()
+	if lt != nil && lt.forget != nil {
+		lt.forget()
+	}
+}
+
+// saveTask stores a record, logging a failure (the answer to the client
+// does not depend on it).
+func (s *Server) saveTask(rec store.Task) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.opts.Tasks.PutTask(ctx, rec); err != nil {
+		s.logger.Error("storing a task failed", "server", rec.Server, "err", err)
+	}
+	if terminal(rec.Status) {
+		s.taskEnded(rec)
+	}
+}
+
+// tasksGet serves tasks/get.
+func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
+	rec, err := s.lookupTask(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Hosted || terminal(rec.Status) {
+		return complete(taskJSON(rec)), nil
+	}
+	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0)
+	if err != nil {
+		var jerr *jsonrpc.Error
+		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
+			rec.Status, rec.StatusMessage, rec.UpdatedAt = taskFailed, fmt.Sprintf("server %q no longer knows this task", rec.Server), time.Now()
+			s.saveTask(rec)
+			return complete(taskJSON(rec)), nil
+		}
+		return nil, err
+	}
+	applyTask(&rec, body)
+	s.saveTask(rec)
+	return complete(withTaskID(body, rec.ID)), nil
+}
+
+// tasksCancel serves tasks/cancel.
+func (s *Server) tasksCancel(ctx context.Context, req *Request) (*Result, error) {
+	rec, err := s.lookupTask(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if terminal(rec.Status) {
+		return nil, invalidParams("task %q is already %s and cannot be cancelled", shorten(rec.ID), rec.Status)
+	}
+	if rec.Hosted {
+		s.tasks.mu.Lock()
+		lt := s.tasks.live[rec.ID]
+		s.tasks.mu.Unlock()
+		rec.Status, rec.StatusMessage, rec.UpdatedAt = taskCancelled, "cancelled by the client", time.Now()
+		s.saveTask(rec)
+		if lt != nil && lt.cancel != nil {
+			lt.cancel(errors.New("task cancelled by the client"))
+		}
+		return complete(taskJSON(rec)), nil
+	}
+	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/cancel", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0)
+	if err != nil {
+		return nil, err
+	}
+	applyTask(&rec, body)
+	s.saveTask(rec)
+	return complete(withTaskID(body, rec.ID)), nil
+}
+
+// tasksResult serves tasks/result: the underlying call's result once the
+// task is terminal, relaying the server's input requests meanwhile.
+func (s *Server) tasksResult(ctx context.Context, req *Request) (*Result, error) {
+	rec, err := s.lookupTask(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Hosted {
+		return s.hostedResult(ctx, req, rec)
+	}
+	if terminal(rec.Status) && (rec.Result != nil || rec.Error != nil) {
+		return storedResult(rec)
+	}
+	deadline := taskDeadline(rec, time.Duration(s.opts.TaskConfig.DefaultTTL))
+	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/result",
+		mustJSON(map[string]string{"taskId": rec.UpstreamID}), time.Until(deadline))
+	var jerr *jsonrpc.Error
+	switch {
+	case err == nil:
+		body = withRelatedTask(body, rec.ID)
+		body = s.exposeResult(s.cat.Load(), req.Principal, rec.Server, body, "content", false)
+		rec.Result = body
+		if rec.Status != taskCancelled {
+			rec.Status = taskCompleted
+			if isErr, _, _ := rawjson.Get(body, "isError"); string(isErr) == "true" {
+				rec.Status = taskFailed
+			}
+		}
+	case errors.As(err, &jerr) && !gatewayCode(jerr.Code):
+		// The server's own error is the task's result (the spec:
+		// tasks/result returns the underlying request's error).
+		rec.Error = mustJSON(jerr)
+		if rec.Status != taskCancelled {
+			rec.Status = taskFailed
+		}
+	default:
+		return nil, err
+	}
+	rec.UpdatedAt = time.Now()
+	s.saveTask(rec)
+	if err != nil {
+		return nil, err
+	}
+	return complete(body), nil
+}
+
+// storedResult answers tasks/result from a record.
+func storedResult(rec store.Task) (*Result, error) {
+	if rec.Error != nil {
+		var jerr jsonrpc.Error
+		if json.Unmarshal(rec.Error, &jerr) == nil {
+			return nil, &jerr
+		}
+	}
+	if rec.Result == nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task %q is %s but its result was not kept", shorten(rec.ID), rec.Status)
+	}
+	return complete(withRelatedTask(rec.Result, rec.ID)), nil
+}
+
+// taskDeadline is when the gateway stops waiting for a task.
+func taskDeadline(rec store.Task, def time.Duration) time.Time {
+	if rec.TTL != nil {
+		return rec.CreatedAt.Add(*rec.TTL)
+	}
+	return time.Now().Add(def)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// tasksList serves tasks/list: the caller's own tasks across servers, in
+// pages of our own.
+func (s *Server) tasksList(ctx context.Context, req *Request) (*Result, error) {
+	const page = 50
+	after := ""
+	if c, ok := rawjson.String(req.Params, "cursor"); ok && c != "" {
+		cur, ok := s.openCursor(c)
+		if !ok || cur.Method != "tasks/list" || cur.Principal != owner(req) || time.Now().Unix() > cur.Expires {
+			return nil, invalidParams("invalid cursor: it was not issued to you by this gateway for tasks/list, or it expired; call tasks/list without a cursor")
+		}
+		after = cur.After
+	}
+	recs, err := s.opts.Tasks.ListTasks(ctx, owner(req), after, page+1)
+	if err != nil {
+		s.logger.Error("listing tasks failed", "err", err)
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway could not read its task records; try again")
+	}
+	more := len(recs) > page
+	if more {
+		recs = recs[:page]
+	}
+	items := make([]json.RawMessage, len(recs))
+	for i, r := range recs {
+		items[i] = taskJSON(r)
+	}
+	out := map[string]any{"tasks": items}
+	if more {
+		out["nextCursor"] = s.sealCursor(cursor{Method: "tasks/list", After: recs[len(recs)-1].ID, Principal: owner(req), Expires: time.Now().Add(cursorTTL).Unix()})
+	}
+	return complete(mustJSON(out)), nil
+}
+
+// taskStatus relays a server's notifications/tasks/status to the session
+// that created the task, under the gateway's id, and records it.
+func (s *Server) taskStatus(server string, who upstream.Caller, params json.RawMessage) {
+	upID, ok := rawjson.String(params, "taskId")
+	if !ok {
+		return
+	}
+	caller := ""
+	switch {
+	case who.Session != "":
+		caller = "s:" + who.Session
+	case who.Principal != "":
+		caller = "p:" + who.Principal
+	}
+	id, ok := s.gatewayTaskFor(server, caller, upID)
+	if !ok {
+		return
+	}
+	s.tasks.mu.Lock()
+	lt := s.tasks.live[id]
+	s.tasks.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rec, err := s.opts.Tasks.GetTask(ctx, id); err == nil {
+		applyTask(&rec, params)
+		s.saveTask(rec)
+	}
+	if lt != nil && lt.notify != nil {
+		lt.notify("notifications/tasks/status", withTaskID(params, id))
+	}
+}
+
+// blockAndPoll serves a call of a tool whose server requires a task, for a
+// client that did not ask for one: the gateway creates the task, polls it,
+// and returns its result as the call's (not subject to the call timeout;
+// bounded by the task's ttl, else the default task ttl).
+func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
+	_, who := s.callerKey(ref.Server, req)
+	params, err := rawjson.Set(params, "task", json.RawMessage(`{}`))
+	if err != nil {
+		return nil, invalidParams("tools/call params must be a JSON object")
+	}
+	params, forget := s.relay.withProgress(params, req.Notify)
+	defer forget()
+	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0)
+	if err != nil {
+		return nil, err
+	}
+	task, _, _ := rawjson.Get(body, "task")
+	upID, _ := rawjson.String(task, "taskId")
+	if upID == "" {
+		return complete(s.exposeResult(s.cat.Load(), req.Principal, ref.Server, body, "content", false)), nil
+	}
+	rec := store.Task{Server: ref.Server, UpstreamID: upID, CreatedAt: time.Now()}
+	applyTask(&rec, task)
+	deadline := taskDeadline(rec, time.Duration(s.opts.TaskConfig.DefaultTTL))
+	taskParams := mustJSON(map[string]string{"taskId": upID})
+	cancelUpstream := func(why string) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := s.opts.Upstreams.Call(cctx, ref.Server, who, "tasks/cancel", taskParams, nil); err != nil {
+			s.logger.Debug("cancelling a task upstream failed", "server", ref.Server, "err", err)
+		}
+		s.logger.Info("cancelled a task the gateway was waiting for", "server", ref.Server, "why", why)
+	}
+	for status := rec.Status; !terminal(status) && status != taskInputRequired; {
+		wait := min(max(rec.PollInterval, minPoll), maxPoll)
+		select {
+		case <-ctx.Done():
+			cancelUpstream("the client cancelled the call")
+			return nil, ctx.Err()
+		case <-time.After(min(wait, time.Until(deadline))):
+		}
+		if time.Now().After(deadline) {
+			cancelUpstream("the task's deadline passed")
+			return nil, timedOut(ref.Server, "tools/call", time.Until(deadline)+time.Since(rec.CreatedAt))
+		}
+		got, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/get", taskParams, 0)
+		if err != nil {
+			if ctx.Err() != nil {
+				cancelUpstream("the client cancelled the call")
+			}
+			return nil, err
+		}
+		applyTask(&rec, got)
+		status, _ = rawjson.String(got, "status")
+	}
+	// Terminal, or input_required: tasks/result returns the result, and
+	// relays the server's input requests onto this call's stream.
+	res, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/result", taskParams, time.Until(deadline))
+	if err != nil {
+		if ctx.Err() != nil {
+			cancelUpstream("the client cancelled the call")
+		}
+		return nil, err
+	}
+	// The client asked for no task: the result does not name one.
+	res = withRelatedTask(res, "")
+	return complete(s.exposeResult(s.cat.Load(), req.Principal, ref.Server, res, "content", false)), nil
+}
+
+// hostTask runs a plain call as a task of the gateway's own.
+func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
+	cfg := s.opts.TaskConfig
+	ttl := time.Duration(cfg.DefaultTTL)
+	if tp, ok, _ := rawjson.Get(params, "task"); ok {
+		var t struct {
+			TTL *int64 `json:"ttl"`
+		}
+		if json.Unmarshal(tp, &t) == nil && t.TTL != nil && *t.TTL > 0 {
+			ttl = time.Duration(*t.TTL) * time.Millisecond
+		}
+	}
+	ttl = min(ttl, time.Duration(cfg.MaxTTL))
+	params, _ = rawjson.Delete(params, "task")
+	o := owner(req)
+	s.tasks.mu.Lock()
+	if s.tasks.hosted[o] >= cfg.MaxHostedPerPrincipal {
+		s.tasks.mu.Unlock()
+		return nil, jsonrpc.NewError(CodeRateLimited,
+			fmt.Sprintf("you have %d hosted tasks running, the most this gateway runs for one principal; wait for one to finish", cfg.MaxHostedPerPrincipal),
+			map[string]int{"limit": cfg.MaxHostedPerPrincipal})
+	}
+	s.tasks.hosted[o]++
+	s.tasks.mu.Unlock()
+
+	now := time.Now()
+	rec := store.Task{
+		ID: s.newTaskID(o), Owner: o, Server: ref.Server, Hosted: true, Transport: s.serverConfig(ref.Server).Transport,
+		Tool: req.toolName, Status: taskWorking, CreatedAt: now, UpdatedAt: now, TTL: &ttl,
+		PollInterval: time.Duration(cfg.PollInterval), ExpiresAt: now.Add(ttl),
+	}
+	if err := s.opts.Tasks.PutTask(ctx, rec); err != nil {
+		s.tasks.mu.Lock()
+		s.tasks.hosted[o]--
+		s.tasks.mu.Unlock()
+		s.logger.Error("storing a task failed", "server", ref.Server, "err", err)
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway could not record the task; try again")
+	}
+	runCtx, cancel := context.WithDeadline(s.life, rec.ExpiresAt)
+	runCtx, cancelCause := context.WithCancelCause(runCtx)
+	lt := &liveTask{notify: req.SessionNotify, cancel: cancelCause, done: make(chan struct{}), input: make(chan inputProvider)}
+	s.tasks.mu.Lock()
+	s.tasks.live[rec.ID] = lt
+	s.tasks.mu.Unlock()
+
+	// The background call: the client's progress goes to its session, and
+	// the server's input requests wait for a tasks/result to answer them.
+	bgReq := *req
+	bgReq.Notify = req.SessionNotify
+	bgReq.Input = func(ictx context.Context, method string, p json.RawMessage) (json.RawMessage, error) {
+		return s.hostedInput(ictx, rec.ID, lt, method, p)
+	}
+	s.tasks.bg.Add(1)
+	go func() {
+		defer s.tasks.bg.Done()
+		defer cancel()
+		defer close(lt.done)
+		body, err := s.forwardAs(runCtx, &bgReq, ref.Server, upstream.Caller{Principal: req.Principal, Session: req.Session}, "tools/call", params, ttl)
+		s.tasks.mu.Lock()
+		s.tasks.hosted[o]--
+		if s.tasks.hosted[o] <= 0 {
+			delete(s.tasks.hosted, o)
+		}
+		s.tasks.mu.Unlock()
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		cur, gerr := s.opts.Tasks.GetTask(sctx, rec.ID)
+		if gerr != nil {
+			cur = rec
+		}
+		if cur.Status == taskCancelled {
+			s.taskEnded(cur)
+			return
+		}
+		var jerr *jsonrpc.Error
+		switch {
+		case err == nil:
+			cur.Result = s.exposeResult(s.cat.Load(), req.Principal, ref.Server, body, "content", false)
+			cur.Status = taskCompleted
+			if isErr, _, _ := rawjson.Get(body, "isError"); string(isErr) == "true" {
+				cur.Status = taskFailed
+			}
+		case errors.As(err, &jerr):
+			cur.Error, cur.Status = mustJSON(jerr), taskFailed
+			cur.StatusMessage = jerr.Message
+		default:
+			cur.Status, cur.StatusMessage = taskFailed, err.Error()
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(runCtx), context.DeadlineExceeded) {
+				cur.StatusMessage = "the task's ttl passed before the call finished"
+			}
+			cur.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", cur.StatusMessage))
+		}
+		cur.UpdatedAt = time.Now()
+		s.saveTask(cur)
+		if lt.notify != nil {
+			lt.notify("notifications/tasks/status", taskJSON(cur))
+		}
+	}()
+	return complete(mustJSON(map[string]json.RawMessage{"task": taskJSON(rec)})), nil
+}
+
+// hostedInput handles a server's input request during a hosted task: the
+// task is input_required until a tasks/result of its client takes the
+// request (the spec: the requestor calls tasks/result to receive them).
+func (s *Server) hostedInput(ctx context.Context, id string, lt *liveTask, method string, params json.RawMessage) (json.RawMessage, error) {
+	s.setHostedStatus(id, lt, taskInputRequired, "waiting for the client's input: call tasks/result")
+	defer s.setHostedStatus(id, lt, taskWorking, "")
+	params = withRelatedTask(mustRelated(params, id), id)
+	select {
+	case ask := <-lt.input:
+		return ask(ctx, method, params)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// mustRelated adds the related-task _meta to params when it has none.
+func mustRelated(params json.RawMessage, id string) json.RawMessage {
+	if _, ok := relatedTaskID(params); ok {
+		return params
+	}
+	meta, ok, _ := rawjson.Get(params, "_meta")
+	if !ok {
+		meta = json.RawMessage(`{}`)
+	}
+	meta2, err := rawjson.Set(meta, metaRelatedTask, mustJSON(map[string]string{"taskId": id}))
+	if err != nil {
+		return params
+	}
+	out, err := rawjson.Set(params, "_meta", meta2)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+func (s *Server) setHostedStatus(id string, lt *liveTask, status, msg string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, err := s.opts.Tasks.GetTask(ctx, id)
+	if err != nil || terminal(rec.Status) || rec.Status == status {
+		return
+	}
+	rec.Status, rec.StatusMessage, rec.UpdatedAt = status, msg, time.Now()
+	if err := s.opts.Tasks.PutTask(ctx, rec); err != nil {
+		s.logger.Error("storing a task failed", "server", rec.Server, "err", err)
+	}
+	if lt.notify != nil {
+		lt.notify("notifications/tasks/status", taskJSON(rec))
+	}
+}
+
+// hostedResult serves tasks/result for a hosted task: it answers the
+// task's input requests through this request's client while it waits.
+func (s *Server) hostedResult(ctx context.Context, req *Request, rec store.Task) (*Result, error) {
+	s.tasks.mu.Lock()
+	lt := s.tasks.live[rec.ID]
+	s.tasks.mu.Unlock()
+	if lt != nil {
+		ask := inputProvider(func(ictx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+			if why := missingCapability(req.Client.Capabilities, method, params); req.Input == nil || why != "" {
+				return s.defaultAnswer(rec.Server, method)
+			}
+			ictx, cancel := context.WithTimeout(ictx, s.opts.InputTimeout)
+			defer cancel()
+			res, err := req.Input(ictx, method, params)
+			if err != nil {
+				var jerr *jsonrpc.Error
+				if errors.As(err, &jerr) {
+					return nil, jerr
+				}
+				return s.defaultAnswer(rec.Server, method)
+			}
+			return res, nil
+		})
+	wait:
+		for {
+			select {
+			case lt.input <- ask:
+			case <-lt.done:
+				break wait
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	final, err := s.opts.Tasks.GetTask(gctx, rec.ID)
+	if err != nil {
+		return nil, errNoTask(rec.ID)
+	}
+	if final.Status == taskCancelled {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task %q was cancelled", shorten(rec.ID))
+	}
+	return storedResult(final)
+}
+
+// recoverTasks settles, at start, the tasks a previous process left
+// unfinished: a hosted one ran in that process and failed with it; one
+// relayed to a stdio server lost its server, which restarted with the
+// gateway; one on an HTTP server is kept, and its next tasks/get asks the
+// server (which fails it if the server no longer knows it).
+func (s *Server) recoverTasks(ctx context.Context) {
+	recs, err := s.opts.Tasks.UnfinishedTasks(ctx)
+	if err != nil {
+		s.logger.Error("reading unfinished tasks failed", "err", err)
+		return
+	}
+	for _, rec := range recs {
+		switch {
+		case rec.Hosted:
+			rec.Status, rec.StatusMessage = taskFailed, "the gateway restarted while the task ran"
+			rec.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
+		case rec.Transport == config.TransportStdio:
+			rec.Status, rec.StatusMessage = taskFailed, fmt.Sprintf("server %q (stdio) restarted with the gateway and lost the task", rec.Server)
+			rec.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
+		default:
+			s.tasks.byUpstream[upstreamTask{rec.Server, rec.Caller, rec.UpstreamID}] = rec.ID
+			continue
+		}
+		rec.UpdatedAt = time.Now()
+		if err := s.opts.Tasks.PutTask(ctx, rec); err != nil {
+			s.logger.Error("storing a task failed", "server", rec.Server, "err", err)
+		}
+	}
+}
+
+// purgeTasks deletes expired task records, every purgeInterval until Close.
+func (s *Server) purgeTasks() {
+	defer s.tasks.bg.Done()
+	t := time.NewTicker(purgeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.life.Done():
+			return
+		case now := <-t.C:
+			ctx, cancel := context.WithTimeout(s.life, 30*time.Second)
+			if n, err := s.opts.Tasks.DeleteExpiredTasks(ctx, now); err != nil {
+				s.logger.Warn("purging expired tasks failed", "err", err)
+			} else if n > 0 {
+				s.logger.Debug("purged expired tasks", "count", n)
+			}
+			cancel()
+		}
+	}
+}
+
+const purgeInterval = 10 * time.Minute
+
+// gatewayCode reports whether code is one of the gateway's own errors
+// (the server could not be reached, timed out...), which say nothing of the
+// task.
+func gatewayCode(code int) bool { return code <= -31001 && code >= -31099 }

@@ -269,6 +269,13 @@ func withRelatedTask(params json.RawMessage, id string) json.RawMessage {
 	if err != nil {
 		return params
 	}
+	if keys, _ := rawjson.Keys(meta2); len(keys) == 0 {
+		out, err := rawjson.Delete(params, "_meta")
+		if err != nil {
+			return params
+		}
+		return out
+	}
 	out, err := rawjson.Set(params, "_meta", meta2)
 	if err != nil {
 		return params
@@ -353,6 +360,11 @@ func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, pa
 	}
 	applyTask(&rec, task)
 	rec.UpdatedAt = now
+	if rec.TTL == nil {
+		// The server keeps it for ever; the gateway keeps its record at
+		// most as long as it keeps any task.
+		rec.ExpiresAt = now.Add(time.Duration(s.opts.TaskConfig.MaxTTL))
+	}
 	if err := s.opts.Tasks.PutTask(ctx, rec); err != nil {
 		s.logger.Error("storing a task failed", "server", ref.Server, "err", err)
 	}
@@ -373,8 +385,10 @@ func (s *Server) taskEnded(rec store.Task) {
 	s.tasks.mu.Lock()
 	lt := s.tasks.live[rec.ID]
 	delete(s.tasks.live, rec.ID)
-	if rec.UpstreamID != "" {
-		delete(s.tasks.byUpstream, upstreamTask{rec.Server, rec.Caller, rec.UpstreamID})
+	for k, id := range s.tasks.byUpstream {
+		if id == rec.ID {
+			delete(s.tasks.byUpstream, k)
+		}
 	}
 	s.tasks.mu.Unlock()
 	if lt != nil && lt.forget != nil {
@@ -467,7 +481,7 @@ func (s *Server) tasksResult(ctx context.Context, req *Request) (*Result, error)
 	var jerr *jsonrpc.Error
 	switch {
 	case err == nil:
-		body = withRelatedTask(body, rec.ID)
+		body = tiedTo(body, rec.ID)
 		body = s.exposeResult(s.cat.Load(), req.Principal, rec.Server, body, "content", false)
 		rec.Result = body
 		if rec.Status != taskCancelled {
@@ -505,7 +519,13 @@ func storedResult(rec store.Task) (*Result, error) {
 	if rec.Result == nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task %q is %s but its result was not kept", shorten(rec.ID), rec.Status)
 	}
-	return complete(withRelatedTask(rec.Result, rec.ID)), nil
+	return complete(tiedTo(rec.Result, rec.ID)), nil
+}
+
+// tiedTo returns a tasks/result result with its related-task _meta naming
+// the gateway's task id (the spec: tasks/result MUST carry it).
+func tiedTo(result json.RawMessage, id string) json.RawMessage {
+	return withRelatedTask(mustRelated(result, id), id)
 }
 
 // taskDeadline is when the gateway stops waiting for a task.
@@ -741,7 +761,10 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 			cur.StatusMessage = jerr.Message
 		default:
 			cur.Status, cur.StatusMessage = taskFailed, err.Error()
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(runCtx), context.DeadlineExceeded) {
+			switch {
+			case s.life.Err() != nil:
+				cur.StatusMessage = "the gateway shut down while the task ran"
+			case errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(runCtx), context.DeadlineExceeded):
 				cur.StatusMessage = "the task's ttl passed before the call finished"
 			}
 			cur.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", cur.StatusMessage))
@@ -897,6 +920,19 @@ func (s *Server) purgeTasks() {
 				s.logger.Warn("purging expired tasks failed", "err", err)
 			} else if n > 0 {
 				s.logger.Debug("purged expired tasks", "count", n)
+			}
+			// Forget what the process holds for tasks whose record is gone
+			// (a relayed task nobody polled to its end).
+			s.tasks.mu.Lock()
+			ids := make([]string, 0, len(s.tasks.live))
+			for id := range s.tasks.live {
+				ids = append(ids, id)
+			}
+			s.tasks.mu.Unlock()
+			for _, id := range ids {
+				if _, err := s.opts.Tasks.GetTask(ctx, id); errors.Is(err, store.ErrNotFound) {
+					s.taskEnded(store.Task{ID: id})
+				}
 			}
 			cancel()
 		}

@@ -194,7 +194,9 @@ func TestTasks_Relay(t *testing.T) {
 		t.Fatalf("tasks/cancel = %s, %v", body, err)
 	}
 	body, _ = call(t, s, sessA("tasks/list", `{}`))
-	var list struct{ Tasks []struct{ TaskID, Status string } }
+	var list struct {
+		Tasks []struct{ TaskID, Status string }
+	}
 	json.Unmarshal(body, &list)
 	got := map[string]string{}
 	for _, tk := range list.Tasks {

@@ -218,12 +218,10 @@ func (s *Server) inputHandler(req *Request, server string, who upstream.Caller, 
 		}
 		params := m.Params
 		// A request that belongs to a task names it by the server's id;
-		// the client knows it by ours.
-		if upID, ok := relatedTaskID(params); ok {
-			if id, ok := s.gatewayTaskFor(server, callerString(who), upID); ok {
-				params = withRelatedTask(params, id)
-			}
-		}
+		// the client knows it by ours (and the answer goes back under the
+		// server's).
+		upID, related := relatedTaskID(params)
+		params = s.retagTask(server, who, params)
 		if m.Method == "elicitation/create" {
 			if mode, _ := rawjson.String(params, "mode"); mode == "url" {
 				if !s.userBound(server) {
@@ -246,6 +244,9 @@ func (s *Server) inputHandler(req *Request, server string, who upstream.Caller, 
 		ictx, cancel := context.WithTimeoutCause(ctx, s.opts.InputTimeout, errors.New("the client did not answer in time"))
 		defer cancel()
 		res, err := req.Input(ictx, m.Method, params)
+		if err == nil && related {
+			res = withRelatedTask(res, upID)
+		}
 		if err != nil {
 			var jerr *jsonrpc.Error
 			if errors.As(err, &jerr) {

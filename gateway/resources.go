@@ -385,6 +385,10 @@ func (s *Server) EndSession(session string) {
 
 // onNotification relays a server's notification that belongs to no call.
 func (s *Server) onNotification(server string, who upstream.Caller, n *jsonrpc.Message) {
+	if n.Method != "notifications/tasks/status" {
+		// A copy: the message is the upstream client's.
+		n = &jsonrpc.Message{JSONRPC: n.JSONRPC, Method: n.Method, Params: s.retagTask(server, who, n.Params)}
+	}
 	switch n.Method {
 	case "notifications/progress":
 		if !s.relay.deliverProgress(n.Params) {

@@ -656,6 +656,10 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 // call: progress under the client's token, log messages when the session's
 // level admits them, the rest as they are.
 func (s *Server) callNotification(req *Request, server string, who upstream.Caller, m *jsonrpc.Message) {
+	if m.Method != "notifications/tasks/status" {
+		// A copy: the message is the upstream client's.
+		m = &jsonrpc.Message{JSONRPC: m.JSONRPC, Method: m.Method, Params: s.retagTask(server, who, m.Params)}
+	}
 	switch m.Method {
 	case "notifications/tasks/status":
 		s.taskStatus(server, who, m.Params)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -296,6 +297,19 @@ func relatedTaskID(params json.RawMessage) (string, bool) {
 	return rawjson.String(rel, "taskId")
 }
 
+// retagTask rewrites the related-task _meta of a server's message to the
+// gateway's id of that task; a task the client never saw (one of a
+// block-and-poll call, or one already forgotten) is not named at all, so a
+// server's own task ids never reach clients.
+func (s *Server) retagTask(server string, who upstream.Caller, params json.RawMessage) json.RawMessage {
+	upID, ok := relatedTaskID(params)
+	if !ok {
+		return params
+	}
+	id, _ := s.gatewayTaskFor(server, callerString(who), upID)
+	return withRelatedTask(params, id)
+}
+
 // gatewayTaskFor returns the gateway id of a server's task.
 func (s *Server) gatewayTaskFor(server, caller, upstreamID string) (string, bool) {
 	s.tasks.mu.Lock()
@@ -415,6 +429,9 @@ func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if wantsResult(rec) {
+		rec = s.keepResult(ctx, req, rec) // not kept when it finished
+	}
 	if rec.Hosted || terminal(rec.Status) {
 		return complete(taskJSON(rec)), nil
 	}
@@ -430,6 +447,13 @@ func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
 	}
 	applyTask(&rec, body)
 	s.saveTask(rec)
+	if wantsResult(rec) {
+		// Once a client has been told a task finished, its result is
+		// the gateway's to keep.
+		if kept := s.keepResult(ctx, req, rec); kept.Status != rec.Status {
+			return complete(taskJSON(kept)), nil
+		}
+	}
 	return complete(withTaskID(body, rec.ID)), nil
 }
 
@@ -472,14 +496,79 @@ func (s *Server) tasksResult(ctx context.Context, req *Request) (*Result, error)
 	if rec.Hosted {
 		return s.hostedResult(ctx, req, rec)
 	}
+	return s.relayedResult(ctx, req, rec)
+}
+
+// relayedResult serves tasks/result for a relayed task: from the record
+// when the gateway kept its result, else from the server (waiting until the
+// task is terminal), keeping what it answers.
+func (s *Server) relayedResult(ctx context.Context, req *Request, rec store.Task) (*Result, error) {
 	if terminal(rec.Status) && (rec.Result != nil || rec.Error != nil) {
 		return storedResult(rec)
 	}
+	if rec.Status == taskCancelled {
+		return nil, errCancelled(rec)
+	}
 	deadline := taskDeadline(rec, time.Duration(s.opts.TaskConfig.DefaultTTL))
+	_, res, err := s.fetchResult(ctx, req, rec, time.Until(deadline))
+	return res, err
+}
+
+// wantsResult reports whether the gateway should fetch and keep a relayed
+// task's result now: it is finished, with a result, and not yet kept.
+func wantsResult(rec store.Task) bool {
+	return !rec.Hosted && terminal(rec.Status) && rec.Status != taskCancelled && rec.Result == nil && rec.Error == nil
+}
+
+// keepResult fetches and keeps the result of a relayed task the gateway
+// has just seen finish, so that the result outlives the server's memory of
+// the task (a stdio server restarts with the gateway; any server may purge
+// a task). The client's tasks/result is then answered from the record: the
+// task costs the server no extra request. It returns the updated record.
+func (s *Server) keepResult(ctx context.Context, req *Request, rec store.Task) store.Task {
+	got, _, err := s.fetchResult(ctx, req, rec, 0)
+	var jerr *jsonrpc.Error
+	if err != nil && (!errors.As(err, &jerr) || gatewayCode(jerr.Code)) {
+		s.logger.Debug("keeping a finished task's result failed; the client's tasks/result will ask again", "server", rec.Server, "err", err)
+		return rec
+	}
+	return got
+}
+
+// keepResultLater is keepResult in the background, for a task whose end
+// the gateway learnt from a server's notification.
+func (s *Server) keepResultLater(rec store.Task) {
+	if s.life.Err() != nil {
+		return
+	}
+	req := &Request{Method: "tasks/result", Principal: Anonymous}
+	if p, ok := strings.CutPrefix(rec.Owner, "principal:"); ok {
+		req.Principal = p
+	} else {
+		req.Session = strings.TrimPrefix(rec.Owner, "session:")
+	}
+	s.tasks.bg.Add(1)
+	go func() {
+		defer s.tasks.bg.Done()
+		s.keepResult(s.life, req, rec)
+	}()
+}
+
+// fetchResult asks the server for a relayed task's result (tasks/result
+// waits until the task is terminal, relaying the server's input requests
+// to req's client meanwhile), and keeps what it answers in the record.
+func (s *Server) fetchResult(ctx context.Context, req *Request, rec store.Task, timeout time.Duration) (store.Task, *Result, error) {
 	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/result",
-		mustJSON(map[string]string{"taskId": rec.UpstreamID}), time.Until(deadline))
+		mustJSON(map[string]string{"taskId": rec.UpstreamID}), timeout)
 	var jerr *jsonrpc.Error
 	switch {
+	case errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams && rec.Status == taskCompleted:
+		// The server forgot a task it had finished (it restarted, or
+		// purged it) before the gateway kept its result. (A failed task's
+		// -32602 may be its call's own error, and is relayed as such.)
+		rec.StatusMessage = fmt.Sprintf("server %q no longer knows this task; its result is lost", rec.Server)
+		jerr = jsonrpc.Errorf(jsonrpc.CodeInternalError, "task %q completed, but %s", shorten(rec.ID), rec.StatusMessage)
+		rec.Error, err = mustJSON(jerr), jerr
 	case err == nil:
 		body = tiedTo(body, rec.ID)
 		body = s.exposeResult(s.cat.Load(), req.Principal, rec.Server, body, "content", false)
@@ -492,20 +581,30 @@ func (s *Server) tasksResult(ctx context.Context, req *Request) (*Result, error)
 		}
 	case errors.As(err, &jerr) && !gatewayCode(jerr.Code):
 		// The server's own error is the task's result (the spec:
-		// tasks/result returns the underlying request's error).
+		// tasks/result returns the underlying request's error), but
+		// it names the task by the gateway's id, never the server's.
+		own := *jerr
+		own.Message = strings.ReplaceAll(own.Message, rec.UpstreamID, shorten(rec.ID))
+		jerr, err = &own, &own
 		rec.Error = mustJSON(jerr)
 		if rec.Status != taskCancelled {
 			rec.Status = taskFailed
 		}
 	default:
-		return nil, err
+		return rec, nil, err
 	}
 	rec.UpdatedAt = time.Now()
 	s.saveTask(rec)
 	if err != nil {
-		return nil, err
+		return rec, nil, err
 	}
-	return complete(body), nil
+	return rec, complete(body), nil
+}
+
+// errCancelled is tasks/result's answer for a cancelled task: it has no
+// result.
+func errCancelled(rec store.Task) error {
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "task %q was cancelled; it has no result", shorten(rec.ID))
 }
 
 // storedResult answers tasks/result from a record.
@@ -599,6 +698,9 @@ func (s *Server) taskStatus(server string, who upstream.Caller, params json.RawM
 	if rec, err := s.opts.Tasks.GetTask(ctx, id); err == nil {
 		applyTask(&rec, params)
 		s.saveTask(rec)
+		if wantsResult(rec) {
+			s.keepResultLater(rec)
+		}
 	}
 	if lt != nil && lt.notify != nil {
 		lt.notify("notifications/tasks/status", withTaskID(params, id))
@@ -870,7 +972,7 @@ func (s *Server) hostedResult(ctx context.Context, req *Request, rec store.Task)
 		return nil, errNoTask(rec.ID)
 	}
 	if final.Status == taskCancelled {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task %q was cancelled", shorten(rec.ID))
+		return nil, errCancelled(rec)
 	}
 	return storedResult(final)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,9 +146,6 @@ func TestTasks_Relay(t *testing.T) {
 	}
 	idParams := `{"taskId":"` + id + `"}`
 
-	// The server's status notification reaches the creating session under our id.
-	upstreamNotify := func(m *upstreamtest.Manager) {}
-	_ = upstreamNotify
 	body, err = call(t, s, sessA("tasks/get", idParams))
 	if gid, st := taskOf(t, body); err != nil || gid != id || st != "working" {
 		t.Fatalf("tasks/get = %s, %v", body, err)
@@ -226,6 +224,107 @@ func TestTasks_StatusNotification(t *testing.T) {
 	want := []string{`notifications/tasks/status {"taskId":"` + id + `","status":"input_required","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:01Z","ttl":60000}`}
 	if diff := cmp.Diff(want, a.got()); diff != "" {
 		t.Errorf("status notifications (-want +got):\n%s", diff)
+	}
+}
+
+// TestTasks_KeepsFinishedResult: once the gateway sees a relayed task
+// finish, it fetches and keeps the result, so the client's tasks/result
+// costs the server nothing and outlives the server's memory of the task.
+func TestTasks_KeepsFinishedResult(t *testing.T) {
+	f := newTaskFake()
+	m := upstreamtest.NewManager(f.server("s"))
+	s := newCore(t, m, Options{})
+	req := func(method, params string) *Request {
+		return &Request{Method: method, Session: "A", Principal: Anonymous, Params: json.RawMessage(params)}
+	}
+
+	// Seen finished through tasks/get.
+	body, err := call(t, s, req("tools/call", `{"name":"mcp__s__job","arguments":{"value":"v1"},"task":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := taskOf(t, body)
+	idParams := `{"taskId":"` + id + `"}`
+	for _, want := range []string{"working", "completed"} {
+		body, err = call(t, s, req("tasks/get", idParams))
+		if _, st := taskOf(t, body); err != nil || st != want {
+			t.Fatalf("tasks/get = %s, %v; want %s", body, err, want)
+		}
+	}
+	if diff := cmp.Diff([]string{"tools/call", "tasks/get", "tasks/get", "tasks/result"}, f.log()); diff != "" {
+		t.Errorf("upstream requests once the task finished (-want +got):\n%s", diff)
+	}
+	f.mu.Lock()
+	clear(f.tasks) // the server forgets it
+	f.mu.Unlock()
+	body, err = call(t, s, req("tasks/result", idParams))
+	if err != nil || !strings.Contains(string(body), "done:v1") {
+		t.Fatalf("tasks/result = %s, %v; want the kept result", body, err)
+	}
+	if got, _ := relatedTaskID(body); got != id {
+		t.Errorf("kept result not tied to the gateway's id: %s", body)
+	}
+	if n := len(f.log()); n != 4 {
+		t.Errorf("tasks/result of a kept result reached the server: %v", f.log())
+	}
+
+	// Seen finished through the server's notification: kept in the
+	// background.
+	body, _ = call(t, s, req("tools/call", `{"name":"mcp__s__job","arguments":{"value":"v2"},"task":{}}`))
+	id2, _ := taskOf(t, body)
+	f.mu.Lock()
+	f.tasks["up-2"].status = "completed"
+	f.mu.Unlock()
+	m.Notify("s", jsonrpc.NewNotification("notifications/tasks/status", json.RawMessage(`{"taskId":"up-2","status":"completed","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:01Z","ttl":60000}`)))
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(f.log()[4:], "tasks/result") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never fetched the result of a task its server said completed; upstream saw %v", f.log())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	body, err = call(t, s, req("tasks/result", `{"taskId":"`+id2+`"}`))
+	if err != nil || !strings.Contains(string(body), "done:v2") {
+		t.Fatalf("tasks/result = %s, %v", body, err)
+	}
+	if diff := cmp.Diff([]string{"tools/call", "tasks/result"}, f.log()[4:]); diff != "" {
+		t.Errorf("upstream requests of the notified task (-want +got):\n%s", diff)
+	}
+}
+
+// TestRetagTask: a server's related-task _meta names the gateway's id of
+// a task its client knows, and nothing for any other task.
+func TestRetagTask(t *testing.T) {
+	f := newTaskFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{})
+	body, err := call(t, s, &Request{Method: "tools/call", Session: "A", Principal: Anonymous, Params: json.RawMessage(`{"name":"mcp__s__job","task":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := taskOf(t, body)
+	for _, tc := range []struct{ name, in, want string }{
+		{"known", `{"level":"info","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"},"k":1}}`,
+			`{"level":"info","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"` + id + `"},"k":1}}`},
+		{"unknown, other meta kept", `{"level":"info","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-9"},"k":1}}`,
+			`{"level":"info","_meta":{"k":1}}`},
+		{"unknown, meta emptied", `{"level":"info","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-9"}}}`,
+			`{"level":"info"}`},
+		{"another server's", `{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`, `{}`},
+		{"none", `{"level":"info"}`, `{"level":"info"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := "s"
+			if tc.name == "another server's" {
+				server = "other"
+			}
+			got := s.retagTask(server, upstream.Caller{}, json.RawMessage(tc.in))
+			var g, w any
+			json.Unmarshal(got, &g)
+			json.Unmarshal([]byte(tc.want), &w)
+			if diff := cmp.Diff(w, g); diff != "" {
+				t.Errorf("retagTask(%s) (-want +got):\n%s", tc.in, diff)
+			}
+		})
 	}
 }
 

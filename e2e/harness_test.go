@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "../cmd/mcpgw", "../examples/demo-server", "./fixtures/catalogserver", "./fixtures/relayserver")
+	args = append(args, "../cmd/mcpgw", "../examples/demo-server", "./fixtures/catalogserver", "./fixtures/relayserver", "./fixtures/taskserver")
 	cmd := exec.Command("go", args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

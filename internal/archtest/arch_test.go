@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"internal/sse":          {},
 	"internal/archtest":     {},
 	"examples/demo-server":  {},
-	"e2e":                   {},
+	"e2e":                   {"internal/rawclient"},
 
 	"e2e/fixtures/catalogserver": {},
 	"e2e/fixtures/relayserver":   {},

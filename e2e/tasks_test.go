@@ -1191,7 +1191,9 @@ func TestTasks_Restart(t *testing.T) {
 		return fmt.Sprintf("secret: %q\nauth:\n  anonymous: false\n  api_keys:\n    - principal: alice\n      key_sha256: %q\n%s",
 			"e2e-tasks-restart-secret-0123456789abcdef", hashToken(key), servers)
 	}
-	servers, _ := taskServersYAML(t, []taskUpstream{{name: "tasks", kind: "stdio"}, {name: "demo", kind: "demo"}})
+	// The HTTP task server outlives the gateways; its tasks belong to the
+	// upstream session that created them, which ends with the gateway.
+	servers, _ := taskServersYAML(t, []taskUpstream{{name: "tasks", kind: "stdio"}, {name: "demo", kind: "demo"}, {name: "remote", kind: "http"}})
 
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -1199,6 +1201,7 @@ func TestTasks_Restart(t *testing.T) {
 			g := startGatewayIn(t, dir, config(servers))
 			g.waitState(t, "tasks", "running")
 			g.waitState(t, "demo", "running")
+			g.waitState(t, "remote", "running")
 			c := dialTasks(t, g, apiKeyHeader(key))
 
 			relayed := c.create(t, "mcp__tasks__compute", map[string]any{"value": "before restart"}, 600000).TaskID
@@ -1212,6 +1215,7 @@ func TestTasks_Restart(t *testing.T) {
 			}
 			runningHosted := c.create(t, "mcp__demo__slow", map[string]any{"seconds": 300}, 600000).TaskID
 			runningRelayed := c.create(t, "mcp__tasks__compute", map[string]any{"seconds": 300}, 600000).TaskID
+			runningRemote := c.create(t, "mcp__remote__compute", map[string]any{"seconds": 300}, 600000).TaskID
 			demoPID := g.status(t, "demo").PID
 			tasksPID := g.status(t, "tasks").PID
 
@@ -1235,6 +1239,7 @@ func TestTasks_Restart(t *testing.T) {
 			g = startGatewayIn(t, dir, config(servers))
 			g.waitState(t, "tasks", "running")
 			g.waitState(t, "demo", "running")
+			g.waitState(t, "remote", "running")
 			c = dialTasks(t, g, apiKeyHeader(key))
 
 			if tk := c.get(t, relayed); tk.Status != "completed" {
@@ -1254,6 +1259,9 @@ func TestTasks_Restart(t *testing.T) {
 			}{
 				{"running hosted", runningHosted, map[syscall.Signal]string{syscall.SIGTERM: "the gateway shut down", syscall.SIGKILL: "the gateway restarted"}[sig]},
 				{"running relayed (stdio)", runningRelayed, "restarted with the gateway"},
+				// Kept at the restart and asked again: the server no
+				// longer knows it.
+				{"running relayed (HTTP)", runningRemote, `server "remote" no longer knows this task`},
 			} {
 				tk := c.get(t, tc.id)
 				if tk.Status != "failed" || !strings.Contains(tk.StatusMessage, tc.why) {
@@ -1262,8 +1270,9 @@ func TestTasks_Restart(t *testing.T) {
 				c.callErr(t, "tasks/result", map[string]string{"taskId": tc.id})
 			}
 			// A relayed task that completed before the restart, its
-			// result not yet fetched: finished, so its result is still
-			// to be served (it lived in the stdio server only).
+			// result not yet asked for: the gateway kept the result when
+			// its tasks/get saw the task finish, so it is still served
+			// (the stdio server that ran it is gone).
 			before := c.get(t, unfetched)
 			raw, err := c.Call(ctxT(t), "tasks/result", map[string]string{"taskId": unfetched})
 			if err != nil || decodeResult(t, raw).text() != "value=never fetched" {
@@ -1281,7 +1290,7 @@ func TestTasks_Restart(t *testing.T) {
 			for _, tk := range list.Tasks {
 				ids = append(ids, tk.TaskID)
 			}
-			want := []string{relayed, hosted, unfetched, runningHosted, runningRelayed}
+			want := []string{relayed, hosted, unfetched, runningHosted, runningRelayed, runningRemote}
 			slices.Sort(ids)
 			slices.Sort(want)
 			if diff := cmp.Diff(want, ids); diff != "" {

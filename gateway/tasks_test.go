@@ -463,3 +463,48 @@ func TestTasks_RecoverAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestTasks_RelayedAcrossRestart: a relayed task on an HTTP server outlives
+// the gateway: a new core on the same store and secret asks the server
+// again, and one the server forgot fails saying so.
+func TestTasks_RelayedAcrossRestart(t *testing.T) {
+	f := newTaskFake()
+	db := store.NewMemory()
+	secret := []byte(strings.Repeat("k", 32))
+	req := func(method, params string) *Request {
+		return &Request{Method: method, Session: "A", Principal: "alice", Params: json.RawMessage(params)}
+	}
+	first, err := New(Options{Upstreams: upstreamtest.NewManager(f.server("s")), Tasks: db, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, v := range []string{"kept", "forgotten"} {
+		body, err := call(t, first, req("tools/call", `{"name":"mcp__s__job","arguments":{"value":"`+v+`"},"task":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := taskOf(t, body)
+		ids = append(ids, id)
+	}
+	first.Close()
+	f.mu.Lock()
+	delete(f.tasks, "up-2")
+	f.mu.Unlock()
+
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{Tasks: db, Secret: secret})
+	for _, want := range []string{"working", "completed"} {
+		body, err := call(t, s, req("tasks/get", `{"taskId":"`+ids[0]+`"}`))
+		if _, st := taskOf(t, body); err != nil || st != want {
+			t.Fatalf("tasks/get after the restart = %s, %v; want %s", body, err, want)
+		}
+	}
+	body, err := call(t, s, req("tasks/result", `{"taskId":"`+ids[0]+`"}`))
+	if err != nil || !strings.Contains(string(body), "done:kept") {
+		t.Errorf("tasks/result after the restart = %s, %v", body, err)
+	}
+	body, err = call(t, s, req("tasks/get", `{"taskId":"`+ids[1]+`"}`))
+	if err != nil || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "no longer knows this task") {
+		t.Errorf("tasks/get of a task the server forgot = %s, %v; want failed saying so", body, err)
+	}
+}

@@ -12,7 +12,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrNotFound is returned when a record does not exist, or has expired.
@@ -105,8 +106,8 @@ func open(ctx context.Context, path string, ms []migration) (_ *SQLite, err erro
 	s.w.SetMaxOpenConns(1)
 	s.w.SetMaxIdleConns(1)
 
-	var mode string
-	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	mode, err := journalMode(ctx, s.w)
+	if err != nil {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
 	if !strings.EqualFold(mode, "wal") {
@@ -142,6 +143,27 @@ func open(ctx context.Context, path string, ms []migration) (_ *SQLite, err erro
 // is a file: URI, so that a '?' or '#' in the path is escaped rather than
 // taken for the start of the parameters. SQLite ignores the driver's
 // parameters.
+// journalMode connects and returns the database's journal mode. Connecting
+// sets the DSN's pragmas; switching a new file to WAL takes an exclusive lock
+// and SQLite answers a second process doing the same SQLITE_BUSY at once,
+// without its busy handler, so it is retried here up to busyTimeout.
+func journalMode(ctx context.Context, db *sql.DB) (string, error) {
+	deadline := time.Now().Add(busyTimeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+		var serr *sqlite.Error
+		if err == nil || !errors.As(err, &serr) || serr.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return mode, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
 func dsn(abs string, params url.Values) string {
 	p := filepath.ToSlash(abs)
 	if !strings.HasPrefix(p, "/") {

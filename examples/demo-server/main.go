@@ -5,6 +5,11 @@
 // (echo), structured output (add), an output schema with $defs and
 // additionalProperties (weather), an image block (image), progress and
 // cancellation (slow), the child's environment (env) and tool errors (fail).
+// The media tools return binary blocks, large and small, for mcpgw's media
+// rewrite: a noise PNG of about 200 KiB or any size up to 4 MiB (picture), a
+// WAV tone (sound), an embedded PDF blob (document), a tiny PNG that stays
+// inline (icon), and text, the picture, a resource link and the icon together
+// with structured content (mixed). Each returns the same bytes on every call.
 // It has no resources or prompts.
 //
 // It speaks stdio by default, or streamable HTTP at path /mcp with stateful

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +15,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -154,13 +157,18 @@ func forEachPeer(t *testing.T, f func(t *testing.T, connect func(*testing.T, *mc
 func TestServer_ListTools(t *testing.T) {
 	type schemas struct{ Input, Output any }
 	want := map[string]schemas{
-		"echo":    {Input: decode(t, echoInputSchema)},
-		"add":     {Input: decode(t, addInputSchema), Output: decode(t, addOutputSchema)},
-		"weather": {Input: decode(t, weatherInputSchema), Output: decode(t, weatherOutputSchema)},
-		"image":   {Input: decode(t, emptyInputSchema)},
-		"slow":    {Input: decode(t, slowInputSchema)},
-		"env":     {Input: decode(t, envInputSchema)},
-		"fail":    {Input: decode(t, emptyInputSchema)},
+		"echo":     {Input: decode(t, echoInputSchema)},
+		"add":      {Input: decode(t, addInputSchema), Output: decode(t, addOutputSchema)},
+		"weather":  {Input: decode(t, weatherInputSchema), Output: decode(t, weatherOutputSchema)},
+		"image":    {Input: decode(t, emptyInputSchema)},
+		"slow":     {Input: decode(t, slowInputSchema)},
+		"env":      {Input: decode(t, envInputSchema)},
+		"fail":     {Input: decode(t, emptyInputSchema)},
+		"picture":  {Input: decode(t, pictureInputSchema)},
+		"sound":    {Input: decode(t, emptyInputSchema)},
+		"document": {Input: decode(t, emptyInputSchema)},
+		"icon":     {Input: decode(t, emptyInputSchema)},
+		"mixed":    {Input: decode(t, emptyInputSchema), Output: decode(t, mixedOutputSchema)},
 	}
 	forEachPeer(t, func(t *testing.T, connect func(*testing.T, *mcp.ClientOptions) *peer) {
 		p := connect(t, nil)
@@ -188,6 +196,10 @@ func TestServer_ListTools(t *testing.T) {
 }
 
 func TestServer_CallTool(t *testing.T) {
+	// The media fixtures built in this process must be what the stdio child
+	// sends too: same build, same bytes.
+	picture := &mcp.ImageContent{MIMEType: "image/png", Data: fixture(t, picturePNG), Annotations: &mcp.Annotations{Audience: []mcp.Role{"user"}, Priority: 0.5}}
+	icon := &mcp.ImageContent{MIMEType: "image/png", Data: fixture(t, iconPNG)}
 	tests := []struct {
 		name string
 		tool string
@@ -258,6 +270,52 @@ func TestServer_CallTool(t *testing.T) {
 			args: map[string]any{"seconds": 0},
 			want: textResult("slept 0 seconds"),
 		},
+		{
+			name: "picture",
+			tool: "picture",
+			want: &mcp.CallToolResult{Content: []mcp.Content{picture}},
+		},
+		{
+			name: "picture default size",
+			tool: "picture",
+			args: map[string]any{"size_kib": 200},
+			want: &mcp.CallToolResult{Content: []mcp.Content{picture}},
+		},
+		{
+			name: "sound",
+			tool: "sound",
+			want: &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{
+				MIMEType:    "audio/wav",
+				Data:        soundWAV(),
+				Annotations: &mcp.Annotations{Audience: []mcp.Role{"user"}, Priority: 0.25},
+			}}},
+		},
+		{
+			name: "document",
+			tool: "document",
+			want: &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///demo/report.pdf", MIMEType: "application/pdf", Blob: reportPDF()}},
+				&mcp.TextContent{Text: "report attached"},
+			}},
+		},
+		{
+			name: "icon",
+			tool: "icon",
+			want: &mcp.CallToolResult{Content: []mcp.Content{icon}},
+		},
+		{
+			name: "mixed",
+			tool: "mixed",
+			want: &mcp.CallToolResult{
+				Content: []mcp.Content{
+					&mcp.TextContent{Text: "before"},
+					picture,
+					&mcp.ResourceLink{URI: "https://example.com/doc", Name: "doc"},
+					icon,
+				},
+				StructuredContent: map[string]any{"ok": true},
+			},
+		},
 	}
 	forEachPeer(t, func(t *testing.T, connect func(*testing.T, *mcp.ClientOptions) *peer) {
 		p := connect(t, nil)
@@ -267,7 +325,8 @@ func TestServer_CallTool(t *testing.T) {
 				if err != nil {
 					t.Fatalf("tools/call %s: %v", tt.tool, err)
 				}
-				if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreUnexported(mcp.CallToolResult{})); diff != "" {
+				// bytes.Equal, since cmp compares the media byte by byte, slowly.
+				if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreUnexported(mcp.CallToolResult{}), cmp.Comparer(bytes.Equal)); diff != "" {
 					t.Errorf("tools/call %s mismatch (-want +got):\n%s", tt.tool, diff)
 				}
 			})
@@ -299,6 +358,132 @@ func TestServer_CallTool(t *testing.T) {
 				t.Errorf("text block mismatch (-want +got):\n%s", diff)
 			}
 		})
+	})
+}
+
+// TestServer_Media checks that each media tool's blocks are valid files of
+// the promised kind and size, and that a second call returns the same bytes.
+func TestServer_Media(t *testing.T) {
+	tests := []struct {
+		name  string
+		tool  string
+		args  map[string]any
+		check func(t *testing.T, res *mcp.CallToolResult)
+	}{
+		{
+			name: "picture",
+			tool: "picture",
+			check: func(t *testing.T, res *mcp.CallToolResult) {
+				checkPNG(t, imageData(t, res, 0), 256, 200, 200*1024, 220*1024)
+			},
+		},
+		{
+			name: "picture smallest",
+			tool: "picture",
+			args: map[string]any{"size_kib": 1},
+			check: func(t *testing.T, res *mcp.CallToolResult) {
+				checkPNG(t, imageData(t, res, 0), 256, 1, 1024, 1024*11/10)
+			},
+		},
+		{
+			name: "sound",
+			tool: "sound",
+			check: func(t *testing.T, res *mcp.CallToolResult) {
+				if len(res.Content) != 1 {
+					t.Fatalf("got %d content blocks, want 1", len(res.Content))
+				}
+				audio, ok := res.Content[0].(*mcp.AudioContent)
+				if !ok {
+					t.Fatalf("block is %T, want *mcp.AudioContent", res.Content[0])
+				}
+				if audio.MIMEType != "audio/wav" {
+					t.Errorf("mimeType = %q, want audio/wav", audio.MIMEType)
+				}
+				checkWAV(t, audio.Data)
+			},
+		},
+		{
+			name: "document",
+			tool: "document",
+			check: func(t *testing.T, res *mcp.CallToolResult) {
+				if len(res.Content) != 2 {
+					t.Fatalf("got %d content blocks, want 2 (resource, text)", len(res.Content))
+				}
+				r, ok := res.Content[0].(*mcp.EmbeddedResource)
+				if !ok {
+					t.Fatalf("first block is %T, want *mcp.EmbeddedResource", res.Content[0])
+				}
+				if r.Resource.URI != "file:///demo/report.pdf" || r.Resource.MIMEType != "application/pdf" || r.Resource.Text != "" {
+					t.Errorf("resource is %q (%q) with text %q, want file:///demo/report.pdf (application/pdf) with a blob", r.Resource.URI, r.Resource.MIMEType, r.Resource.Text)
+				}
+				checkPDF(t, r.Resource.Blob)
+			},
+		},
+		{
+			name: "icon",
+			tool: "icon",
+			check: func(t *testing.T, res *mcp.CallToolResult) {
+				checkPNG(t, imageData(t, res, 0), 16, 16, 1, 1023)
+			},
+		},
+		{
+			name: "mixed",
+			tool: "mixed",
+			check: func(t *testing.T, res *mcp.CallToolResult) {
+				var types []string
+				for _, c := range res.Content {
+					types = append(types, fmt.Sprintf("%T", c))
+				}
+				want := []string{"*mcp.TextContent", "*mcp.ImageContent", "*mcp.ResourceLink", "*mcp.ImageContent"}
+				if diff := cmp.Diff(want, types); diff != "" {
+					t.Fatalf("block types mismatch (-want +got):\n%s", diff)
+				}
+				checkPNG(t, imageData(t, res, 1), 256, 200, 200*1024, 220*1024)
+				checkPNG(t, imageData(t, res, 3), 16, 16, 1, 1023)
+			},
+		},
+	}
+	// The SDK checks only that size_kib is an integer; the handler checks
+	// its range. Either way the message names the argument.
+	badSizes := []any{0, -1, 4097, 1.5, "200", nil}
+	forEachPeer(t, func(t *testing.T, connect func(*testing.T, *mcp.ClientOptions) *peer) {
+		p := connect(t, nil)
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var results [2]*mcp.CallToolResult
+				for i := range results {
+					res, err := p.session.CallTool(t.Context(), &mcp.CallToolParams{Name: tt.tool, Arguments: tt.args})
+					if err != nil {
+						t.Fatalf("tools/call %s: %v", tt.tool, err)
+					}
+					if res.IsError {
+						t.Fatalf("tools/call %s failed: %v", tt.tool, res.Content)
+					}
+					results[i] = res
+				}
+				// Not cmp.Diff: it would print megabytes of base64.
+				a, _ := json.Marshal(results[0])
+				b, _ := json.Marshal(results[1])
+				if !bytes.Equal(a, b) {
+					t.Errorf("two calls of %s returned different results", tt.tool)
+				}
+				tt.check(t, results[0])
+			})
+		}
+		for _, size := range badSizes {
+			t.Run(fmt.Sprintf("picture size_kib %v", size), func(t *testing.T) {
+				res, err := p.session.CallTool(t.Context(), &mcp.CallToolParams{Name: "picture", Arguments: map[string]any{"size_kib": size}})
+				if err != nil {
+					t.Fatalf("tools/call picture: got JSON-RPC error %v, want a tool error", err)
+				}
+				if !res.IsError || len(res.Content) != 1 {
+					t.Fatalf("got %d blocks with isError %v, want one error block", len(res.Content), res.IsError)
+				}
+				if text, _ := res.Content[0].(*mcp.TextContent); text == nil || !strings.Contains(text.Text, "size_kib") {
+					t.Errorf("error %v does not name size_kib", res.Content[0])
+				}
+			})
+		}
 	})
 }
 
@@ -521,6 +706,139 @@ func TestRun_BadFlags(t *testing.T) {
 				t.Errorf("run(%q) explained nothing on stderr", tt.args)
 			}
 		})
+	}
+}
+
+// fixture returns what a lazily built media fixture holds, failing the test
+// if it could not be built.
+func fixture(t *testing.T, get func() ([]byte, error)) []byte {
+	t.Helper()
+	data, err := get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// imageData returns the data of res's i'th block, which must be the only
+// block if i is 0 and a PNG image in any case.
+func imageData(t *testing.T, res *mcp.CallToolResult, i int) []byte {
+	t.Helper()
+	if i == 0 && len(res.Content) != 1 {
+		t.Fatalf("got %d content blocks, want 1", len(res.Content))
+	}
+	img, ok := res.Content[i].(*mcp.ImageContent)
+	if !ok {
+		t.Fatalf("block %d is %T, want *mcp.ImageContent", i, res.Content[i])
+	}
+	if img.MIMEType != "image/png" {
+		t.Errorf("block %d: mimeType = %q, want image/png", i, img.MIMEType)
+	}
+	return img.Data
+}
+
+// checkPNG checks that data is a whole, valid w×h PNG of minSize to maxSize
+// bytes.
+func checkPNG(t *testing.T, data []byte, w, h, minSize, maxSize int) {
+	t.Helper()
+	if len(data) < minSize || len(data) > maxSize {
+		t.Errorf("PNG is %d bytes, want %d to %d", len(data), minSize, maxSize)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("decoding PNG header: %v", err)
+	}
+	if cfg.Width != w || cfg.Height != h {
+		t.Errorf("PNG is %dx%d, want %dx%d", cfg.Width, cfg.Height, w, h)
+	}
+	// DecodeConfig reads only the header; check the pixels and CRCs too.
+	if _, err := png.Decode(bytes.NewReader(data)); err != nil {
+		t.Errorf("decoding PNG: %v", err)
+	}
+}
+
+// checkWAV checks that data is one second of a 440 Hz tone as a canonical
+// 44-byte-header WAV of 16-bit mono PCM at 8 kHz.
+func checkWAV(t *testing.T, data []byte) {
+	t.Helper()
+	if len(data) < 44 {
+		t.Fatalf("WAV is %d bytes, shorter than its header", len(data))
+	}
+	le := binary.LittleEndian
+	type header struct {
+		RIFF, WAVE, Fmt, Data                    string
+		RIFFSize, FmtSize, Rate, ByteRate, Size  uint32
+		Format, Channels, BlockAlign, SampleBits uint16
+	}
+	got := header{
+		RIFF: string(data[0:4]), RIFFSize: le.Uint32(data[4:]), WAVE: string(data[8:12]),
+		Fmt: string(data[12:16]), FmtSize: le.Uint32(data[16:]), Format: le.Uint16(data[20:]), Channels: le.Uint16(data[22:]),
+		Rate: le.Uint32(data[24:]), ByteRate: le.Uint32(data[28:]), BlockAlign: le.Uint16(data[32:]), SampleBits: le.Uint16(data[34:]),
+		Data: string(data[36:40]), Size: le.Uint32(data[40:]),
+	}
+	want := header{
+		RIFF: "RIFF", RIFFSize: uint32(len(data) - 8), WAVE: "WAVE",
+		Fmt: "fmt ", FmtSize: 16, Format: 1, Channels: 1,
+		Rate: 8000, ByteRate: 16000, BlockAlign: 2, SampleBits: 16,
+		Data: "data", Size: 16000,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("WAV header mismatch (-want +got):\n%s", diff)
+	}
+	if len(data) != 44+16000 {
+		t.Fatalf("WAV is %d bytes, want 44 + 16000", len(data))
+	}
+	// A 440 Hz sine rises through zero 440 times a second.
+	rises := 0
+	for i := 46; i < len(data); i += 2 {
+		if int16(le.Uint16(data[i-2:])) < 0 && int16(le.Uint16(data[i:])) >= 0 {
+			rises++
+		}
+	}
+	if rises < 439 || rises > 441 {
+		t.Errorf("the tone rises through zero %d times in a second, want about 440", rises)
+	}
+}
+
+var (
+	startxrefRE = regexp.MustCompile(`\nstartxref\n([0-9]+)\n%%EOF$`)
+	xrefEntryRE = regexp.MustCompile(`([0-9]{10}) ([0-9]{5}) ([fn]) \n`)
+)
+
+// checkPDF checks that data is a PDF 1.4 file of more than 8 KiB that shows
+// "mcpgw demo report", and that its cross-reference table points at its
+// objects.
+func checkPDF(t *testing.T, data []byte) {
+	t.Helper()
+	if !bytes.HasPrefix(data, []byte("%PDF-1.4\n")) {
+		t.Errorf("PDF starts with %q, want %%PDF-1.4", data[:min(len(data), 9)])
+	}
+	if !bytes.HasSuffix(data, []byte("%%EOF")) {
+		t.Errorf("PDF does not end with %%%%EOF")
+	}
+	if len(data) <= 8*1024 {
+		t.Errorf("PDF is %d bytes, want more than 8 KiB", len(data))
+	}
+	if !bytes.Contains(data, []byte("(mcpgw demo report) Tj")) {
+		t.Errorf("PDF does not show the text mcpgw demo report")
+	}
+	m := startxrefRE.FindSubmatch(data)
+	if m == nil {
+		t.Fatal("PDF has no startxref before its end-of-file marker")
+	}
+	xref, _ := strconv.Atoi(string(m[1]))
+	if xref >= len(data) || !bytes.HasPrefix(data[xref:], []byte("xref\n0 6\n")) {
+		t.Fatalf("startxref %d does not point at a cross-reference table of 6 entries", xref)
+	}
+	entries := xrefEntryRE.FindAllSubmatch(data[xref:], -1)
+	if len(entries) != 6 {
+		t.Fatalf("cross-reference table has %d entries, want 6", len(entries))
+	}
+	for obj, e := range entries[1:] {
+		off, _ := strconv.Atoi(string(e[1]))
+		if string(e[3]) != "n" || off >= len(data) || !bytes.HasPrefix(data[off:], fmt.Appendf(nil, "%d 0 obj\n", obj+1)) {
+			t.Errorf("cross-reference entry %q does not point at object %d", e[0], obj+1)
+		}
 	}
 }
 

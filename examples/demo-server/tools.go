@@ -192,6 +192,7 @@ func newServer(opts options) (*mcp.Server, error) {
 		Description: "Always fails: returns a tool error (isError: true) with a text message, not a JSON-RPC error.",
 		InputSchema: emptyInputSchema,
 	}, t.fail)
+	addMediaTools(s, t)
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"image"
 	"image/color"
 	"image/png"
 	"log"
@@ -140,6 +141,33 @@ func TestTools_Env(t *testing.T) {
 		if diff := cmp.Diff(textResult(want), res, cmpopts.IgnoreUnexported(mcp.CallToolResult{})); diff != "" {
 			t.Errorf("env %s mismatch (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// TestTools_PictureLargest calls picture directly: 4 MiB is too slow to
+// send through every transport of TestServer_Media under the race detector.
+func TestTools_PictureLargest(t *testing.T) {
+	size := maxPictureKiB
+	res, _, err := newTestTools(new(bytes.Buffer)).picture(t.Context(), nil, pictureInput{SizeKiB: &size})
+	if err != nil {
+		t.Fatalf("picture: %v", err)
+	}
+	checkPNG(t, imageData(t, res, 0), 256, 4096, 4096*1024, 4096*1024*11/10)
+	small, err := noisePNG(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A smaller picture's pixels are the first rows of a larger one's.
+	large, err := png.Decode(bytes.NewReader(imageData(t, res, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := png.Decode(bytes.NewReader(small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := large.(*image.NRGBA).Pix[:256*4], first.(*image.NRGBA).Pix; !bytes.Equal(got, want) {
+		t.Error("the first row of the largest picture is not the 1 KiB picture")
 	}
 }
 

@@ -271,6 +271,11 @@ func TestServer_CallTool(t *testing.T) {
 			want: textResult("slept 0 seconds"),
 		},
 		{
+			name: "slow without arguments: 5 seconds",
+			tool: "slow",
+			want: textResult("slept 5 seconds"),
+		},
+		{
 			name: "picture",
 			tool: "picture",
 			want: &mcp.CallToolResult{Content: []mcp.Content{picture}},

@@ -94,7 +94,7 @@ var (
 	slowInputSchema = json.RawMessage(`{
 	"type": "object",
 	"properties": {
-		"seconds": {"type": "number", "minimum": 0, "maximum": 300, "default": 5, "description": "How long to sleep, in seconds (default 5, at most 300). Progress is reported once a second when the request has a progress token."}
+		"seconds": {"type": "number", "minimum": 0, "maximum": 300, "description": "How long to sleep, in seconds (default 5, at most 300). Progress is reported once a second when the request has a progress token."}
 	}
 }`)
 
@@ -270,10 +270,12 @@ func (t *tools) image(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.Cal
 }
 
 type slowInput struct {
-	Seconds float64 `json:"seconds"` // defaulted to 5 by the input schema
+	// Seconds defaults to 5 here, not in the input schema: the SDK's
+	// ApplyDefaults panics on "arguments": null (go-sdk v1.8.0).
+	Seconds *float64 `json:"seconds"`
 }
 
-// slow sleeps for in.Seconds in steps of one second (the last may be shorter),
+// slow sleeps for in.Seconds (default 5) in steps of one second (the last may be shorter),
 // reporting progress after each step. It returns as soon as ctx is done, which
 // is how the SDK delivers notifications/cancelled for the request.
 func (t *tools) slow(ctx context.Context, req *mcp.CallToolRequest, in slowInput) (*mcp.CallToolResult, any, error) {
@@ -281,8 +283,12 @@ func (t *tools) slow(ctx context.Context, req *mcp.CallToolRequest, in slowInput
 	if req != nil && req.Params != nil {
 		token = req.Params.GetProgressToken()
 	}
-	total := math.Ceil(in.Seconds)
-	remaining := time.Duration(in.Seconds * float64(t.step))
+	seconds := 5.0
+	if in.Seconds != nil {
+		seconds = *in.Seconds
+	}
+	total := math.Ceil(seconds)
+	remaining := time.Duration(seconds * float64(t.step))
 	for done := 0; remaining > 0; done++ {
 		d := min(t.step, remaining)
 		select {
@@ -304,7 +310,7 @@ func (t *tools) slow(ctx context.Context, req *mcp.CallToolRequest, in slowInput
 			}
 		}
 	}
-	return textResult(fmt.Sprintf("slept %g seconds", in.Seconds)), nil, nil
+	return textResult(fmt.Sprintf("slept %g seconds", seconds)), nil, nil
 }
 
 type envInput struct {

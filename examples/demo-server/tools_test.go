@@ -39,7 +39,7 @@ func TestTools_Slow(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var logged bytes.Buffer
 				start := time.Now()
-				res, _, err := newTestTools(&logged).slow(t.Context(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, slowInput{Seconds: tt.seconds})
+				res, _, err := newTestTools(&logged).slow(t.Context(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, slowInput{Seconds: &tt.seconds})
 				if err != nil {
 					t.Fatalf("slow: %v", err)
 				}
@@ -65,7 +65,7 @@ func TestTools_SlowCancelled(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _, err = newTestTools(&logged).slow(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, slowInput{Seconds: 300})
+			_, _, err = newTestTools(&logged).slow(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, slowInput{Seconds: new(300.0)})
 		}()
 		time.Sleep(2500 * time.Millisecond) // halfway through the third step
 		cancel()

@@ -43,6 +43,9 @@ const (
 	DefaultTaskMaxTTL          = 24 * time.Hour
 	DefaultTaskPollInterval    = time.Second
 	DefaultMaxHostedTasks      = 16
+	DefaultMediaMinBytes       = 4 << 10
+	DefaultMediaMaxBytes       = 1 << 30
+	DefaultMediaMaxAge         = 24 * time.Hour
 )
 
 // Prefix modes of exposed tool and prompt names (Naming.PrefixMode,
@@ -169,6 +172,15 @@ type Config struct {
 	Auth Auth `yaml:"auth"`
 	// Tasks configures the 2025-11-25 tasks the gateway relays and hosts.
 	Tasks Tasks `yaml:"tasks"`
+	// Media configures the rewrite of image, audio and embedded blobs into
+	// links to /media, which the gateway serves.
+	Media Media `yaml:"media"`
+	// TrustedProxies are the peers (IP addresses or CIDR ranges, such as
+	// "10.0.0.0/8") whose X-Forwarded-Proto and X-Forwarded-Host are
+	// believed: a request through one of them gets media URLs on the
+	// forwarded scheme and host. Everybody else's are ignored, and media
+	// URLs start with PublicURL. Default none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Admin configures the admin API.
 	Admin Admin `yaml:"admin"`
 	// Log configures the gateway's own log.
@@ -293,6 +305,66 @@ type Tasks struct {
 	MaxHostedPerPrincipal int `yaml:"max_hosted_per_principal"`
 }
 
+// Media modes: what the gateway does with a large image, audio or embedded
+// blob in a result.
+const (
+	MediaLink         = "link"          // replace it with a resource_link to /media
+	MediaLinkMarkdown = "link+markdown" // and add a Markdown text block, for clients that show only text
+	MediaInline       = "inline"        // leave it in the result
+)
+
+// Media configures the media rewrite (DESIGN decision 8).
+type Media struct {
+	// Mode is MediaLink (the default), MediaLinkMarkdown or MediaInline
+	// (off); a server's own Media.Mode overrides it.
+	Mode string `yaml:"mode"`
+	// MinBytes: a blob of at most this many bytes (decoded) stays in the
+	// result. Default DefaultMediaMinBytes.
+	MinBytes ByteSize `yaml:"min_bytes"`
+	// MaxBytes bounds the bytes the media store keeps on disk (under
+	// <data_dir>/media); the least recently used go first. Default
+	// DefaultMediaMaxBytes.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	// MaxAge is how long a stored blob is served. Default DefaultMediaMaxAge.
+	MaxAge Duration `yaml:"max_age"`
+	// RewriteResources also rewrites the blobs of prompts/get messages and
+	// resources/read contents. Default false: a client that reads a
+	// resource gets its bytes.
+	RewriteResources bool `yaml:"rewrite_resources"`
+	// SignedURLs adds an expiry and a signature to every media URL, and
+	// /media serves no URL without a valid one. Default false: the
+	// unguessable id alone is the capability.
+	SignedURLs bool `yaml:"signed_urls"`
+	// URLTTL is how long a signed URL works. Zero: MaxAge (see SignTTL).
+	URLTTL Duration `yaml:"url_ttl"`
+}
+
+// SignTTL returns how long a media URL works when signed, or 0 when URLs
+// are not signed.
+func (m Media) SignTTL() time.Duration {
+	switch {
+	case !m.SignedURLs:
+		return 0
+	case m.URLTTL > 0:
+		return time.Duration(m.URLTTL)
+	}
+	return time.Duration(m.MaxAge)
+}
+
+// ModeFor returns the media mode for server s.
+func (m Media) ModeFor(s *Server) string {
+	if s != nil && s.Media.Mode != "" {
+		return s.Media.Mode
+	}
+	return m.Mode
+}
+
+// ServerMedia overrides the media settings for one server.
+type ServerMedia struct {
+	// Mode overrides Media.Mode.
+	Mode string `yaml:"mode"`
+}
+
 // HostsTasks reports whether the gateway hosts tasks for server s.
 func (t Tasks) HostsTasks(s *Server) bool {
 	if s != nil && s.HostTasks != nil {
@@ -378,6 +450,8 @@ type Server struct {
 	// runs a task itself for a tool of this server that has no task
 	// support of its own.
 	HostTasks *bool `yaml:"host_tasks"`
+	// Media overrides the media rewrite for this server's results.
+	Media ServerMedia `yaml:"media"`
 	// ForwardNotifications sends the server's notifications that mcpgw
 	// does not know (custom event/* pushes) to every session's GET stream.
 	// Default false: they are only kept in the event store.

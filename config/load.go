@@ -182,6 +182,12 @@ func defaultConfig() *Config {
 			PollInterval:          Duration(DefaultTaskPollInterval),
 			MaxHostedPerPrincipal: DefaultMaxHostedTasks,
 		},
+		Media: Media{
+			Mode:     MediaLink,
+			MinBytes: DefaultMediaMinBytes,
+			MaxBytes: DefaultMediaMaxBytes,
+			MaxAge:   Duration(DefaultMediaMaxAge),
+		},
 		Log: Log{Level: "info", Format: "json"},
 	}
 }

@@ -195,6 +195,18 @@ var badFixtures = []struct {
 		},
 	},
 	{
+		name: "media.bad.yaml",
+		want: Problems{
+			fatal("media.mode", `"links" is not one of link, link+markdown, inline`),
+			fatal("media.min_bytes", "must be 0 or more"),
+			fatal("media.max_bytes", "must be more than 0"),
+			fatal("media.max_age", "must be more than 0"),
+			fatal("trusted_proxies[1]", `"10.0.0.0/33" is not an IP address or CIDR range (such as 10.0.0.0/8)`),
+			fatal("trusted_proxies[2]", `"proxy.internal" is not an IP address or CIDR range (such as 10.0.0.0/8)`),
+			{Path: `servers[0] (name "a").media.mode`, Message: `"off" is not one of link, link+markdown, inline (or leave it out for the gateway's media.mode)`, Server: "a"},
+		},
+	},
+	{
 		name: "relay.bad.yaml",
 		want: Problems{
 			fatal("input_timeout", "must be more than 0"),
@@ -389,8 +401,11 @@ var goodFixtures = []struct {
 			}}},
 			Tasks: Tasks{Host: ptr(true), DefaultTTL: Duration(time.Hour), MaxTTL: Duration(24 * time.Hour),
 				PollInterval: Duration(time.Second), MaxHostedPerPrincipal: 16},
-			Admin: Admin{Tokens: []string{}},
-			Log:   Log{Level: "info", Format: "json"},
+			Media: Media{Mode: "link", MinBytes: 4 << 10, MaxBytes: 1 << 30, MaxAge: Duration(24 * time.Hour),
+				URLTTL: Duration(24 * time.Hour)},
+			TrustedProxies: []string{"10.0.0.0/8", "192.168.1.10"},
+			Admin:          Admin{Tokens: []string{}},
+			Log:            Log{Level: "info", Format: "json"},
 			Servers: []Server{
 				{
 					Name:      "files",
@@ -424,6 +439,7 @@ var goodFixtures = []struct {
 					SessionMode:          "shared",
 					SingleUser:           true,
 					ForwardNotifications: true,
+					Media:                ServerMedia{Mode: "link+markdown"},
 					Pool:                 Pool{Max: 100, IdleTimeout: Duration(10 * time.Minute)},
 					Restart:              Restart{MaxAttempts: 20, InitialBackoff: Duration(500 * time.Millisecond), MaxBackoff: Duration(30 * time.Second)},
 				},

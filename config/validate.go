@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"slices"
@@ -248,6 +249,26 @@ func (c *Config) validateGateway() Problems {
 	if n := c.Tasks.MaxHostedPerPrincipal; n < 1 || n > 10000 {
 		add("tasks.max_hosted_per_principal", "must be from 1 to 10000")
 	}
+	if !slices.Contains(mediaModes, c.Media.Mode) {
+		add("media.mode", "%q is not one of %s", c.Media.Mode, strings.Join(mediaModes, ", "))
+	}
+	if c.Media.MinBytes < 0 {
+		add("media.min_bytes", "must be 0 or more")
+	}
+	if c.Media.MaxBytes <= 0 {
+		add("media.max_bytes", "must be more than 0")
+	}
+	if c.Media.MaxAge <= 0 {
+		add("media.max_age", "must be more than 0")
+	}
+	if c.Media.URLTTL < 0 {
+		add("media.url_ttl", "must be more than 0")
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := ParseProxy(p); err != nil {
+			add(fmt.Sprintf("trusted_proxies[%d]", i), "%v", err)
+		}
+	}
 	seenKeys := map[string]int{}
 	for i, k := range c.Auth.APIKeys {
 		path := fmt.Sprintf("auth.api_keys[%d]", i)
@@ -419,6 +440,9 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 	}
 	ps = append(ps, validateTools(s.Tools, join(path, "tools"), global, s.Name)...)
 
+	if m := s.Media.Mode; m != "" && !slices.Contains(mediaModes, m) {
+		addAt(join(join(path, "media"), "mode"), "%q is not one of %s (or leave it out for the gateway's media.mode)", m, strings.Join(mediaModes, ", "))
+	}
 	switch m := s.SessionMode; {
 	case m != "" && !slices.Contains(sessionModes, m):
 		add("session_mode", "%q is not one of %s", m, strings.Join(sessionModes, ", "))
@@ -787,4 +811,23 @@ func hasControl(s string) bool {
 		}
 	}
 	return false
+}
+
+var mediaModes = []string{MediaLink, MediaLinkMarkdown, MediaInline}
+
+// ParseProxy parses a trusted_proxies entry: an IP address or a CIDR range.
+func ParseProxy(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR range (such as 10.0.0.0/8)", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR range (such as 10.0.0.0/8)", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }

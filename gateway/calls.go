@@ -31,7 +31,7 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return complete(s.exposeResult(cat, req.Principal, ref.Server, body, "content", false)), nil
+	return complete(s.exposeResult(cat, req, ref.Server, body, "content", false)), nil
 }
 
 // promptsGet routes prompts/get like a tool call.
@@ -53,7 +53,7 @@ func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	return complete(s.exposeResult(cat, req.Principal, ref.Server, body, "messages", true)), nil
+	return complete(s.exposeResult(cat, req, ref.Server, body, "messages", true)), nil
 }
 
 // complete routes completion/complete by its ref: a prompt by its exposed

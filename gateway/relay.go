@@ -394,6 +394,10 @@ func refusedURLElicitation(server string) *jsonrpc.Error {
 // CodeURLElicitationRequired is the spec's URLElicitationRequiredError.
 const CodeURLElicitationRequired = -32042
 
+// CodeResourceNotFound is the spec's error for resources/read of a resource
+// that does not exist (server/resources, "Error Handling").
+const CodeResourceNotFound = -32002
+
 // callerString is the store's name of an upstream session (see callerKey).
 func callerString(who upstream.Caller) string {
 	switch {

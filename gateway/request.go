@@ -38,6 +38,11 @@ type Request struct {
 	// the client's result. Nil means the client cannot be asked, and the
 	// core answers the upstream itself (DESIGN decision 5).
 	Input func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// BaseURL is the gateway's URL as this client reaches it (scheme and
+	// host, no path), for the media links in its results: the edge sets it
+	// from a trusted proxy's X-Forwarded-* headers. "" means
+	// Options.PublicURL.
+	BaseURL string
 
 	// toolName is the exposed name of a tools/call's tool, once read.
 	toolName string

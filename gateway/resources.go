@@ -134,6 +134,9 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	if name, ok := mediaName(uri); ok && s.opts.Media != nil {
+		return s.readMedia(req, uri, name)
+	}
 	cat := s.cat.Load()
 	server, orig, err := s.routeURI(cat, req.Principal, uri)
 	if err != nil {
@@ -150,7 +153,7 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 	out, _ := mapArray(body, "contents", func(c json.RawMessage) (json.RawMessage, bool) {
 		return s.exposeMember(cat, req.Principal, server, c, "uri")
 	})
-	return complete(out), nil
+	return complete(s.rewriteResourceMedia(req, server, out)), nil
 }
 
 // exposeResult rewrites the URIs of the content blocks of a tools/call or
@@ -158,7 +161,12 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 // client sees, and remembers bare ones for routing. field is "content"
 // (blocks) or "messages" (each with one content block). Every other byte
 // is kept; a result with nothing to rewrite is returned as it is.
-func (s *Server) exposeResult(cat *catalog, principal, server string, body json.RawMessage, field string, messages bool) json.RawMessage {
+func (s *Server) exposeResult(cat *catalog, req *Request, server string, body json.RawMessage, field string, messages bool) json.RawMessage {
+	return s.rewriteMedia(req, server, s.exposeURIs(cat, req.Principal, server, body, field, messages), field, messages)
+}
+
+// exposeURIs is exposeResult's rewrite of URIs.
+func (s *Server) exposeURIs(cat *catalog, principal, server string, body json.RawMessage, field string, messages bool) json.RawMessage {
 	block := func(b json.RawMessage) (json.RawMessage, bool) {
 		switch typ, _ := rawjson.String(b, "type"); typ {
 		case "resource_link":

@@ -85,6 +85,14 @@ type Options struct {
 	// TaskConfig sets the hosting of tasks and their lifetimes; zero
 	// fields take the config defaults.
 	TaskConfig config.Tasks
+	// Media stores the media blobs of results, which become links. If nil,
+	// results keep their blobs.
+	Media MediaStore
+	// MediaConfig sets the media rewrite (mode, threshold, signed URLs).
+	MediaConfig config.Media
+	// PublicURL is the gateway's URL for clients (scheme and host), the
+	// start of media links when the edge sets no Request.BaseURL.
+	PublicURL string
 }
 
 // Server is the gateway core. It is safe for concurrent use. Create it

@@ -364,7 +364,7 @@ func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, pa
 		// The server ran it without a task (allowed when it did not
 		// declare the capability for this request): a plain result.
 		forget()
-		return complete(s.exposeResult(s.cat.Load(), req.Principal, ref.Server, body, "content", false)), nil
+		return complete(s.exposeResult(s.cat.Load(), req, ref.Server, body, "content", false)), nil
 	}
 	now := time.Now()
 	rec := store.Task{
@@ -571,7 +571,7 @@ func (s *Server) fetchResult(ctx context.Context, req *Request, rec store.Task, 
 		rec.Error, err = mustJSON(jerr), jerr
 	case err == nil:
 		body = tiedTo(body, rec.ID)
-		body = s.exposeResult(s.cat.Load(), req.Principal, rec.Server, body, "content", false)
+		body = s.exposeResult(s.cat.Load(), req, rec.Server, body, "content", false)
 		rec.Result = body
 		if rec.Status != taskCancelled {
 			rec.Status = taskCompleted
@@ -726,7 +726,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	task, _, _ := rawjson.Get(body, "task")
 	upID, _ := rawjson.String(task, "taskId")
 	if upID == "" {
-		return complete(s.exposeResult(s.cat.Load(), req.Principal, ref.Server, body, "content", false)), nil
+		return complete(s.exposeResult(s.cat.Load(), req, ref.Server, body, "content", false)), nil
 	}
 	rec := store.Task{Server: ref.Server, UpstreamID: upID, CreatedAt: time.Now()}
 	applyTask(&rec, task)
@@ -773,7 +773,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	}
 	// The client asked for no task: the result does not name one.
 	res = withRelatedTask(res, "")
-	return complete(s.exposeResult(s.cat.Load(), req.Principal, ref.Server, res, "content", false)), nil
+	return complete(s.exposeResult(s.cat.Load(), req, ref.Server, res, "content", false)), nil
 }
 
 // hostTask runs a plain call as a task of the gateway's own.
@@ -853,7 +853,7 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 		var jerr *jsonrpc.Error
 		switch {
 		case err == nil:
-			cur.Result = s.exposeResult(s.cat.Load(), req.Principal, ref.Server, body, "content", false)
+			cur.Result = s.exposeResult(s.cat.Load(), req, ref.Server, body, "content", false)
 			cur.Status = taskCompleted
 			if isErr, _, _ := rawjson.Get(body, "isError"); string(isErr) == "true" {
 				cur.Status = taskFailed

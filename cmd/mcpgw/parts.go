@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpgw/mcpgw/gateway/admin"
 	"github.com/mcpgw/mcpgw/gateway/legacy"
 	"github.com/mcpgw/mcpgw/internal/seal"
+	"github.com/mcpgw/mcpgw/mediastore"
 	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/upstream"
 )
@@ -27,6 +29,7 @@ import (
 type parts struct {
 	mgr     *upstream.Manager
 	db      *store.SQLite
+	media   *mediastore.Store
 	core    *gateway.Server
 	edge    *legacy.Handler
 	handler http.Handler
@@ -64,7 +67,21 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { db.Close() })
+	media, err := mediastore.New(mediastore.Options{
+		Dir:      filepath.Join(cfg.DataDir, "media"),
+		MaxBytes: int64(cfg.Media.MaxBytes),
+		MaxAge:   time.Duration(cfg.Media.MaxAge),
+		Secret:   secret,
+		Logger:   logger.With("component", "media"),
+	})
+	if err != nil {
+		return fail(fmt.Errorf("opening the media store: %w", err))
+	}
+	undo = append(undo, func() { media.Close() })
 	core, err := gateway.New(gateway.Options{
+		Media:               media,
+		MediaConfig:         cfg.Media,
+		PublicURL:           cfg.PublicURL,
 		Tasks:               db,
 		TaskConfig:          cfg.Tasks,
 		Upstreams:           mgr,
@@ -87,7 +104,16 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	if err != nil {
 		return fail(err)
 	}
+	var proxies []netip.Prefix
+	for _, p := range cfg.TrustedProxies {
+		pr, err := config.ParseProxy(p)
+		if err != nil { // validated with the config; cannot happen
+			return fail(err)
+		}
+		proxies = append(proxies, pr)
+	}
 	edge, err := legacy.New(legacy.Options{
+		TrustedProxies:          proxies,
 		Auth:                    authn,
 		Core:                    core,
 		Logger:                  logger,
@@ -114,9 +140,12 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	edge.Register(e)
 	adm.Register(e)
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	// The media URL is its own capability: no Authorization on /media.
+	mh := echo.WrapHandler(media.Handler(mediastore.HandlerOptions{RequireSignature: cfg.Media.SignedURLs}))
+	e.Any("/media/:name", mh)
 
 	mgr.Start()
-	return &parts{mgr: mgr, db: db, core: core, edge: edge, handler: e}, nil
+	return &parts{mgr: mgr, db: db, media: media, core: core, edge: edge, handler: e}, nil
 }
 
 // Shutdown budgets after the drain: for the HTTP server to flush and close
@@ -166,6 +195,9 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Ser
 	})
 	if err := p.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the database: %w", err))
+	}
+	if err := p.media.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the media store: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -48,7 +48,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	if cfg.Secret == "" {
 		logger.Info("no secret configured; sessions will not survive a restart")
 	}
-	p, err := newParts(cfg, logger)
+	bound := *cfg
+	bound.PublicURL = publicURL // with the port it got, when it was 0
+	p, err := newParts(&bound, logger)
 	if err != nil {
 		return err
 	}

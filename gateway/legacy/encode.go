@@ -133,6 +133,27 @@ func encodeResult(version, method string, result json.RawMessage) json.RawMessag
 			return out
 		}
 		return out2
+	case "prompts/get":
+		if version != V20250326 {
+			return result
+		}
+		// A prompt message's content block may be a resource_link too
+		// (a server's, or a media link of the gateway's).
+		out, err := rawjson.MapArray(result, "messages", func(msg json.RawMessage) json.RawMessage {
+			block, ok, _ := rawjson.Get(msg, "content")
+			if !ok {
+				return msg
+			}
+			m2, err := rawjson.Set(msg, "content", linkToText(block))
+			if err != nil {
+				return msg
+			}
+			return m2
+		})
+		if err != nil {
+			return result
+		}
+		return out
 	}
 	return result
 }

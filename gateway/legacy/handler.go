@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -84,6 +85,10 @@ type Options struct {
 	// Replicas that share it can open each other's ids. If nil, a random
 	// secret is made, and ids die with the process.
 	Secret []byte
+	// TrustedProxies are the peers whose X-Forwarded-Proto and
+	// X-Forwarded-Host say how the client reached the gateway (for its
+	// media links). If empty, nobody's are believed.
+	TrustedProxies []netip.Prefix
 	// Replica names this replica inside session ids. If empty, the host
 	// name.
 	Replica string

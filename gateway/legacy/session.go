@@ -67,6 +67,9 @@ type call struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	st     *stream // the stream it is answered on; nil when answered as JSON
+	// baseURL is the gateway's URL as the client reached it through a
+	// trusted proxy, or "" (see forwardedBaseURL).
+	baseURL string
 }
 
 // token is the payload of a sealed session id.

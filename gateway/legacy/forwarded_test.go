@@ -1,0 +1,53 @@
+package legacy
+
+import (
+	"crypto/tls"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+)
+
+func TestForwardedBaseURL(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	tests := []struct {
+		name    string
+		remote  string
+		trusted []netip.Prefix
+		headers map[string]string
+		tls     bool
+		want    string
+	}{
+		{"trusted proxy", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "mcp.example.com"}, false, "https://mcp.example.com"},
+		{"with port", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Proto": "HTTPS", "X-Forwarded-Host": "mcp.example.com:8443"}, false, "https://mcp.example.com:8443"},
+		{"list: the first", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Proto": "https, http", "X-Forwarded-Host": "a.example.com, b.internal"}, false, "https://a.example.com"},
+		{"IPv6 proxy", "[::1]:5000", trusted, map[string]string{"X-Forwarded-Proto": "http", "X-Forwarded-Host": "[2001:db8::1]:8080"}, false, "http://[2001:db8::1]:8080"},
+		{"IPv4-mapped proxy", "[::ffff:10.0.0.9]:5000", trusted, map[string]string{"X-Forwarded-Host": "mcp.example.com"}, false, "http://mcp.example.com"},
+		{"no proto: the connection's", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Host": "mcp.example.com"}, true, "https://mcp.example.com"},
+		{"odd proto: the connection's", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Proto": "javascript", "X-Forwarded-Host": "mcp.example.com"}, false, "http://mcp.example.com"},
+		{"untrusted peer", "192.168.1.2:5000", trusted, map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example"}, false, ""},
+		{"no trusted proxies", "10.1.2.3:5000", nil, map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "mcp.example.com"}, false, ""},
+		{"no host", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Proto": "https"}, false, ""},
+		{"host with a path", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Host": "evil.example/x"}, false, ""},
+		{"host with userinfo", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Host": "me@evil.example"}, false, ""},
+		{"host with a query", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Host": "evil.example?x"}, false, ""},
+		{"host with spaces", "10.1.2.3:5000", trusted, map[string]string{"X-Forwarded-Host": "a b"}, false, ""},
+		{"bad remote address", "pipe", trusted, map[string]string{"X-Forwarded-Host": "mcp.example.com"}, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/mcp", nil)
+			r.RemoteAddr = tt.remote
+			for k, v := range tt.headers {
+				r.Header.Set(k, v)
+			}
+			if tt.tls {
+				r.TLS = &tls.ConnectionState{}
+			} else {
+				r.TLS = nil
+			}
+			if got := forwardedBaseURL(r, tt.trusted); got != tt.want {
+				t.Errorf("forwardedBaseURL = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -319,3 +319,23 @@ func TestMedia_TrustedProxy(t *testing.T) {
 		})
 	}
 }
+
+// TestMedia_TaskResult: the result of a task (here one the gateway hosts,
+// the demo server having no tasks) gets its media linked like a call's.
+func TestMedia_TaskResult(t *testing.T) {
+	g, direct := mediaGateway(t, "")
+	want, _ := blob(t, callTool(t, direct, "picture", nil))
+	c := dialTasks(t, g, nil)
+	tk := c.create(t, "mcp__demo__picture", nil, 60000)
+	raw := c.result(t, tk.TaskID)
+	var res struct {
+		Content []struct{ Type, URI, MIMEType string }
+	}
+	json.Unmarshal(raw, &res)
+	if len(res.Content) != 1 || res.Content[0].Type != "resource_link" || !mediaURL.MatchString(res.Content[0].URI) {
+		t.Fatalf("tasks/result = %.300s, want a media link", raw)
+	}
+	if resp, body := fetch(t, res.Content[0].URI, nil); resp.StatusCode != 200 || !bytes.Equal(body, want) {
+		t.Errorf("GET the task result's link = %d, %d bytes (same: %v)", resp.StatusCode, len(body), bytes.Equal(body, want))
+	}
+}

@@ -497,6 +497,32 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 // decodeServer decodes, expands and validates the i'th entry of servers,
 // under the gateway's naming settings, over defaultServer. Its problems are
 // not Fatal.
+// ParseServer parses one server entry on its own, as the admin API
+// receives it: a JSON (or YAML) object with the keys of a servers[] entry
+// of the file. It is decoded, defaulted, expanded with lookupEnv and
+// validated exactly like an entry of the file (global is the file's naming),
+// and its problems' paths are the entry's own keys ("url",
+// "env.TOKEN").
+func ParseServer(data []byte, global Naming, lookupEnv func(string) (string, bool)) (Server, Problems) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	root, p := parseDocument(data)
+	if p != nil {
+		return Server{}, Problems{*p}
+	}
+	if root == nil {
+		return Server{}, Problems{{Message: "empty entry; a server needs at least a name and a transport"}}
+	}
+	budget := maxValues
+	d := &decoder{budget: &budget}
+	s, ps := d.decodeServer(root, -1, global, lookupEnv)
+	if budget < 0 {
+		ps = append(ps, Problem{Message: fmt.Sprintf("the entry has more than %d values once its aliases are expanded", maxValues)})
+	}
+	return s, ps
+}
+
 func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv func(string) (string, bool)) (Server, Problems) {
 	s := DefaultServer()
 	base := serverPath(i, "")

@@ -110,8 +110,12 @@ func (c *Config) validate() Problems {
 }
 
 // serverPath is the path of the i'th server entry: "servers[2]", or
-// `servers[2] (name "files")` when it has a name.
+// `servers[2] (name "files")` when it has a name; "" for an entry parsed
+// on its own (i < 0, see ParseServer).
 func serverPath(i int, name string) string {
+	if i < 0 {
+		return ""
+	}
 	if name == "" {
 		return "servers[" + strconv.Itoa(i) + "]"
 	}

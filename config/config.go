@@ -43,6 +43,7 @@ const (
 	DefaultTaskMaxTTL          = 24 * time.Hour
 	DefaultTaskPollInterval    = time.Second
 	DefaultMaxHostedTasks      = 16
+	DefaultAdminEnvPrefix      = "MCPGW_UPSTREAM_"
 	DefaultMediaMinBytes       = 4 << 10
 	DefaultMediaMaxBytes       = 1 << 30
 	DefaultMediaMaxAge         = 24 * time.Hour
@@ -379,6 +380,19 @@ type Admin struct {
 	// the admin API, written "sha256:<64 hex digits>"; the digits may be
 	// upper or lower case. With none, /admin answers 403.
 	Tokens []string `yaml:"tokens"`
+	// Listen serves the admin API on its own address (such as
+	// "127.0.0.1:9090") instead of beside /mcp. Default "": the main
+	// listener.
+	Listen string `yaml:"listen"`
+	// EnvPrefix: a server registered through the admin API may expand
+	// only environment variables whose names start with it, so that an
+	// admin token cannot read the gateway's own secrets. Default
+	// DefaultAdminEnvPrefix.
+	EnvPrefix string `yaml:"env_prefix"`
+	// StdioCommands are the commands a stdio server registered through the
+	// admin API may run, matched exactly. Default none: the API registers
+	// no stdio server, so an admin token cannot run a program.
+	StdioCommands []string `yaml:"stdio_commands"`
 }
 
 // Log configures the gateway's log on stderr.

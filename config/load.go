@@ -182,6 +182,7 @@ func defaultConfig() *Config {
 			PollInterval:          Duration(DefaultTaskPollInterval),
 			MaxHostedPerPrincipal: DefaultMaxHostedTasks,
 		},
+		Admin: Admin{EnvPrefix: DefaultAdminEnvPrefix},
 		Media: Media{
 			Mode:     MediaLink,
 			MinBytes: DefaultMediaMinBytes,

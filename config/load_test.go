@@ -197,6 +197,9 @@ var badFixtures = []struct {
 	{
 		name: "media.bad.yaml",
 		want: Problems{
+			fatal("admin.listen", `"nope" is not a host:port address to listen on, such as 127.0.0.1:9090`),
+			fatal("admin.env_prefix", "must not be empty: servers registered through the admin API would read every environment variable of the gateway"),
+			fatal("admin.stdio_commands[0]", "is empty"),
 			fatal("media.mode", `"links" is not one of link, link+markdown, inline`),
 			fatal("media.min_bytes", "must be 0 or more"),
 			fatal("media.max_bytes", "must be more than 0"),
@@ -404,7 +407,7 @@ var goodFixtures = []struct {
 			Media: Media{Mode: "link", MinBytes: 4 << 10, MaxBytes: 1 << 30, MaxAge: Duration(24 * time.Hour),
 				URLTTL: Duration(24 * time.Hour)},
 			TrustedProxies: []string{"10.0.0.0/8", "192.168.1.10"},
-			Admin:          Admin{Tokens: []string{}},
+			Admin:          Admin{Tokens: []string{}, EnvPrefix: "MCPGW_UPSTREAM_", StdioCommands: []string{"npx", "/usr/local/bin/mcp-git"}},
 			Log:            Log{Level: "info", Format: "json"},
 			Servers: []Server{
 				{

@@ -253,6 +253,20 @@ func (c *Config) validateGateway() Problems {
 	if n := c.Tasks.MaxHostedPerPrincipal; n < 1 || n > 10000 {
 		add("tasks.max_hosted_per_principal", "must be from 1 to 10000")
 	}
+	if c.Admin.Listen != "" && !validListen(c.Admin.Listen) {
+		add("admin.listen", "%q is not a host:port address to listen on, such as 127.0.0.1:9090", c.Admin.Listen)
+	}
+	if c.Admin.Listen != "" && c.Admin.Listen == c.Listen {
+		add("admin.listen", "is the same address as listen; leave it out to serve /admin beside /mcp")
+	}
+	if c.Admin.EnvPrefix == "" {
+		add("admin.env_prefix", "must not be empty: servers registered through the admin API would read every environment variable of the gateway")
+	}
+	for i, cmd := range c.Admin.StdioCommands {
+		if strings.TrimSpace(cmd) == "" {
+			add(fmt.Sprintf("admin.stdio_commands[%d]", i), "is empty")
+		}
+	}
 	if !slices.Contains(mediaModes, c.Media.Mode) {
 		add("media.mode", "%q is not one of %s", c.Media.Mode, strings.Join(mediaModes, ", "))
 	}

@@ -197,6 +197,11 @@ func (s *Server) userBound(server string) bool {
 
 // serverConfig returns a server's configuration, or the zero one.
 func (s *Server) serverConfig(server string) config.Server {
+	if u, ok := s.opts.Upstreams.(ServerConfigs); ok {
+		if sc, ok := u.ServerConfig(server); ok {
+			return sc
+		}
+	}
 	for _, sc := range s.opts.Servers {
 		if sc.Name == server {
 			return sc

@@ -266,11 +266,7 @@ func New(opts Options) (*Server, error) {
 	s.events = newEventStore(maxEvents, eventDedupWindow)
 	s.life, s.stopLife = context.WithCancel(context.Background())
 	for _, sc := range opts.Servers {
-		s.settings[sc.Name] = serverSettings{
-			mode:      naming.Mode(sc.PrefixMode(opts.Naming)),
-			namespace: sc.Namespace(opts.Resources),
-			tools:     sc.Tools,
-		}
+		s.settings[sc.Name] = s.settingsFor(sc)
 	}
 	serverInfo, _ := json.Marshal(map[string]string{"name": opts.Name, "version": opts.Version})
 	s.anonInfo = Info{
@@ -389,10 +385,24 @@ func (s *Server) sessionSinks() []func(string, json.RawMessage) {
 
 // settingsOf returns the options of a server.
 func (s *Server) settingsOf(server string) serverSettings {
+	if u, ok := s.opts.Upstreams.(ServerConfigs); ok {
+		if sc, ok := u.ServerConfig(server); ok {
+			return s.settingsFor(sc)
+		}
+	}
 	if set, ok := s.settings[server]; ok {
 		return set
 	}
 	return s.defaults
+}
+
+// settingsFor returns the catalog options of a server's config.
+func (s *Server) settingsFor(sc config.Server) serverSettings {
+	return serverSettings{
+		mode:      naming.Mode(sc.PrefixMode(s.opts.Naming)),
+		namespace: sc.Namespace(s.opts.Resources),
+		tools:     sc.Tools,
+	}
 }
 
 // onEvent handles an upstream event: a changed server rebuilds the
@@ -596,10 +606,8 @@ func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
 
 // timeout returns the call timeout of a server.
 func (s *Server) timeout(server string) time.Duration {
-	for _, sc := range s.opts.Servers {
-		if sc.Name == server && sc.Timeout > 0 {
-			return time.Duration(sc.Timeout)
-		}
+	if sc := s.serverConfig(server); sc.Timeout > 0 {
+		return time.Duration(sc.Timeout)
 	}
 	return s.opts.CallTimeout
 }

@@ -1,11 +1,12 @@
 // Package store is mcpgw's persistence. It keeps what must outlive a
-// process: today task records (issue 5); the admin issue adds registered
-// servers, events and admin state in later migrations.
+// process: task records (issue 5) and the admin API's server records (the
+// servers registered through it, and its enabled overrides of the config
+// file's servers); events and other admin state come in later migrations.
 //
 // The default is one SQLite file under data_dir (DESIGN decision 10), through
 // the pure-Go driver modernc.org/sqlite, so the binary needs no cgo. Replicas
 // will share a PostgreSQL database instead, so callers get typed methods
-// (PutTask, GetTask, ...) and never SQL: the gateway declares the small
+// (PutTask, GetServer, ...) and never SQL: the gateway declares the small
 // interface it needs, and a PostgreSQL type can satisfy it later.
 //
 // # SQLite
@@ -13,8 +14,10 @@
 // Open applies the pragmas every connection needs (WAL, a busy timeout,
 // foreign keys) and splits the work between two pools over the same file:
 //
-//	PutTask, DeleteExpiredTasks ──► writer: 1 connection, BEGIN IMMEDIATE
-//	GetTask, ListTasks, ...     ──► readers: a few query_only connections
+//	PutTask, DeleteExpiredTasks,
+//	PutServer, DeleteServer      ──► writer: 1 connection, BEGIN IMMEDIATE
+//	GetTask, ListTasks, ...,
+//	GetServer, ListServers       ──► readers: a few query_only connections
 //
 // WAL lets readers run beside the one writer, and a single writer
 // connection means the process's own writes queue in database/sql rather
@@ -38,5 +41,10 @@
 // byte; booleans as 0 or 1.
 //
 // Errors name the operation that failed but never a task's id (it may be a
-// capability a client presents) or its result (it may hold user data).
+// capability a client presents) or its result (it may hold user data). They
+// do name a server (its name is not secret) but never show its entry, a
+// definition that may hold credentials.
+//
+// Memory is the same store in memory, for when no database is configured;
+// the tests hold it to SQLite's behaviour.
 package store

@@ -2,24 +2,28 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
 
-// Memory keeps task records in memory, with the same behaviour as SQLite
-// but nothing survives the process. The gateway uses it when no database
-// is configured (embedding, tests). It is safe for concurrent use.
+// Memory keeps task and server records in memory, with the same behaviour
+// as SQLite but nothing survives the process. The gateway uses it when no
+// database is configured (embedding, tests). It is safe for concurrent use.
 type Memory struct {
-	mu    sync.Mutex
-	tasks map[string]Task
-	now   func() time.Time
+	mu      sync.Mutex
+	tasks   map[string]Task
+	servers map[string]Server
+	now     func() time.Time
 }
 
 // NewMemory returns an empty Memory store.
 func NewMemory() *Memory {
-	return &Memory{tasks: map[string]Task{}, now: time.Now}
+	return &Memory{tasks: map[string]Task{}, servers: map[string]Server{}, now: time.Now}
 }
 
 // normalize is what a round trip through SQLite does to a task: times in
@@ -136,4 +140,91 @@ func (m *Memory) DeleteExpiredTasks(ctx context.Context, now time.Time) (int, er
 		}
 	}
 	return n, nil
+}
+
+// normalizeServer is what a round trip through SQLite does to a server
+// record: times in UTC, an empty Entry as nil. It also copies what srv
+// shares with its caller (Entry, Enabled), so that neither side's later
+// changes reach the other.
+func normalizeServer(srv Server) Server {
+	srv.CreatedAt, srv.UpdatedAt = srv.CreatedAt.UTC(), srv.UpdatedAt.UTC()
+	if len(srv.Entry) == 0 {
+		srv.Entry = nil
+	} else {
+		srv.Entry = append(json.RawMessage(nil), srv.Entry...)
+	}
+	if srv.Enabled != nil {
+		e := *srv.Enabled
+		srv.Enabled = &e
+	}
+	return srv
+}
+
+// PutServer stores srv, replacing the record with the same name, and
+// reports whether it created a new record. It sets the times as
+// (*SQLite).PutServer does.
+func (m *Memory) PutServer(ctx context.Context, srv Server) (created bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("putting server %q: %w", srv.Name, err)
+	}
+	if err := checkServer(srv); err != nil {
+		return false, fmt.Errorf("putting server %q: %w", srv.Name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	old, ok := m.servers[srv.Name]
+	switch {
+	case ok:
+		srv.CreatedAt = old.CreatedAt
+	case srv.CreatedAt.IsZero():
+		srv.CreatedAt = now
+	}
+	srv.UpdatedAt = now
+	m.servers[srv.Name] = normalizeServer(srv)
+	return !ok, nil
+}
+
+// GetServer returns the server record with the given name, or ErrNotFound.
+func (m *Memory) GetServer(ctx context.Context, name string) (Server, error) {
+	if err := ctx.Err(); err != nil {
+		return Server{}, fmt.Errorf("getting server %q: %w", name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	srv, ok := m.servers[name]
+	if !ok {
+		return Server{}, fmt.Errorf("getting server %q: %w", name, ErrNotFound)
+	}
+	return normalizeServer(srv), nil
+}
+
+// ListServers returns every server record, in name order (byte order).
+func (m *Memory) ListServers(ctx context.Context) ([]Server, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing servers: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Server
+	for _, srv := range m.servers {
+		out = append(out, normalizeServer(srv))
+	}
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteServer deletes the server record with the given name, or returns
+// ErrNotFound if there is none.
+func (m *Memory) DeleteServer(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("deleting server %q: %w", name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.servers[name]; !ok {
+		return fmt.Errorf("deleting server %q: %w", name, ErrNotFound)
+	}
+	delete(m.servers, name)
+	return nil
 }

@@ -51,6 +51,21 @@ CREATE INDEX tasks_unfinished ON tasks (id)
 -- DeleteExpiredTasks.
 CREATE INDEX tasks_expires_at ON tasks (expires_at) WHERE expires_at IS NOT NULL;
 `},
+	{name: "servers", sql: `
+-- The admin API's server records (servers.go). A server of source 'api' was
+-- registered through the admin API and entry is its definition; one of
+-- source 'config' is in the config file, and the row holds only the state
+-- the admin API recorded for it.
+CREATE TABLE servers (
+	name       TEXT    NOT NULL PRIMARY KEY CHECK (name <> ''),
+	source     TEXT    NOT NULL CHECK (source IN ('api', 'config')),
+	entry      TEXT,    -- JSON object, kept byte for byte; NULL for 'config'
+	enabled    INTEGER CHECK (enabled IN (0, 1)), -- NULL: no override
+	created_at TEXT    NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	updated_at TEXT    NOT NULL,
+	CHECK ((source = 'api' AND entry IS NOT NULL) OR (source = 'config' AND entry IS NULL))
+) STRICT;
+`},
 }
 
 const createMigrationsTable = `

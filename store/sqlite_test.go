@@ -28,6 +28,9 @@ func openTest(t testing.TB) *SQLite {
 	return s
 }
 
+// shipped is what appliedVersions lists for a database this binary made.
+var shipped = []string{"1 tasks", "2 servers"}
+
 // appliedVersions lists schema_migrations' versions and names.
 func appliedVersions(t *testing.T, db *sql.DB) []string {
 	t.Helper()
@@ -193,7 +196,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"1 tasks"}, appliedVersions(t, s.w)); diff != "" {
+	if diff := cmp.Diff(shipped, appliedVersions(t, s.w)); diff != "" {
 		t.Errorf("fresh database: versions (-want +got):\n%s", diff)
 	}
 	if err := s.PutTask(ctx, task("t1", "principal:alice")); err != nil {
@@ -206,7 +209,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopening: %v", err)
 	}
-	if diff := cmp.Diff([]string{"1 tasks"}, appliedVersions(t, s.w)); diff != "" {
+	if diff := cmp.Diff(shipped, appliedVersions(t, s.w)); diff != "" {
 		t.Errorf("reopened database: versions (-want +got):\n%s", diff)
 	}
 	if _, err := s.GetTask(ctx, "t1"); err != nil {
@@ -221,24 +224,71 @@ func TestMigrate(t *testing.T) {
 	)
 	s, err = open(ctx, path, next)
 	if err != nil {
-		t.Fatalf("migrating to 3: %v", err)
+		t.Fatalf("migrating to 4: %v", err)
 	}
-	if diff := cmp.Diff([]string{"1 tasks", "2 widgets", "3 gadgets"}, appliedVersions(t, s.w)); diff != "" {
-		t.Errorf("after migrating to 3: versions (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"1 tasks", "2 servers", "3 widgets", "4 gadgets"}, appliedVersions(t, s.w)); diff != "" {
+		t.Errorf("after migrating to 4: versions (-want +got):\n%s", diff)
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO widgets (id) VALUES ('w')`); err != nil {
-		t.Errorf("migration 2's table: %v", err)
+		t.Errorf("migration 3's table: %v", err)
 	}
 	s.Close()
 
 	// This binary refuses the database from the future, naming both versions.
 	_, err = Open(ctx, path)
 	if err == nil {
-		t.Fatal("Open of a database at version 3 succeeded")
+		t.Fatal("Open of a database at version 4 succeeded")
 	}
-	for _, want := range []string{path, "schema version 3", "(version 1)"} {
+	for _, want := range []string{path, "schema version 4", "(version 2)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// TestMigrate_FromVersion1 opens a database made by a binary that knew only
+// migration 1 (tasks): this one adds the servers table once and keeps the
+// tasks.
+func TestMigrate_FromVersion1(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "mcpgw.db")
+	old, err := open(ctx, path, migrations[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"1 tasks"}, appliedVersions(t, old.w)); diff != "" {
+		t.Errorf("old database: versions (-want +got):\n%s", diff)
+	}
+	if err := old.PutTask(ctx, task("t1", "principal:alice")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ListServers(ctx); err == nil {
+		t.Error("the old database has a servers table")
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 2 { // migrating, then reopening
+		s, err := Open(ctx, path)
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if diff := cmp.Diff(shipped, appliedVersions(t, s.w)); diff != "" {
+			t.Errorf("open %d: versions (-want +got):\n%s", i, diff)
+		}
+		if got, err := s.GetTask(ctx, "t1"); err != nil || !cmp.Equal(task("t1", "principal:alice"), got) {
+			t.Errorf("open %d: GetTask = %+v, %v; want the task put before migrating", i, got, err)
+		}
+		created, err := s.PutServer(ctx, configServer("files", true))
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if created != (i == 0) {
+			t.Errorf("open %d: PutServer created = %v, want %v", i, created, i == 0)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -253,17 +303,17 @@ func TestMigrate_FailureRollsBack(t *testing.T) {
 	if err == nil {
 		t.Fatal("a failing migration succeeded")
 	}
-	if want := "applying migration 2 (half)"; !strings.Contains(err.Error(), want) {
+	if want := "applying migration 3 (half)"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not mention %q", err, want)
 	}
 
-	// Version 1 stayed, and nothing of version 2.
+	// Version 2 stayed, and nothing of version 3.
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if diff := cmp.Diff([]string{"1 tasks"}, appliedVersions(t, s.w)); diff != "" {
+	if diff := cmp.Diff(shipped, appliedVersions(t, s.w)); diff != "" {
 		t.Errorf("versions (-want +got):\n%s", diff)
 	}
 	var n int
@@ -304,7 +354,7 @@ func TestOpen_Concurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if diff := cmp.Diff([]string{"1 tasks"}, appliedVersions(t, s.w)); diff != "" {
+	if diff := cmp.Diff(shipped, appliedVersions(t, s.w)); diff != "" {
 		t.Errorf("versions (-want +got):\n%s", diff)
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -41,4 +42,19 @@ func (s *Server) Tools(server string) []ToolInfo {
 // Options.Servers. *upstream.Manager has it.
 type ServerConfigs interface {
 	ServerConfig(name string) (config.Server, bool)
+}
+
+// SessionInfo describes a downstream session, for the admin API. Its ID is
+// the session's short id (not the Mcp-Session-Id token, which stays the
+// client's).
+type SessionInfo struct {
+	ID              string    `json:"id"`
+	Principal       string    `json:"principal"`
+	ProtocolVersion string    `json:"protocol_version"`
+	ClientName      string    `json:"client_name,omitempty"`
+	ClientVersion   string    `json:"client_version,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+	LastActiveAt    time.Time `json:"last_active_at"`
+	InFlight        int       `json:"in_flight"` // requests being answered
+	Stream          bool      `json:"stream"`    // a GET stream is connected
 }

@@ -23,6 +23,9 @@ const (
 
 // Event is a server notification kept in the event store.
 type Event struct {
+	// Seq numbers the events of this process from 1, in arrival order:
+	// the cursor of EventsPage.
+	Seq    uint64          `json:"seq"`
 	Server string          `json:"server"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
@@ -41,6 +44,7 @@ type eventStore struct {
 	window time.Duration
 	seen   map[string]dedup // dedup key -> where and when
 	now    func() time.Time
+	seq    uint64 // of the last event added
 }
 
 type dedup struct {
@@ -85,7 +89,8 @@ func (e *eventStore) add(server, method string, params json.RawMessage) bool {
 			delete(e.seen, k)
 		}
 	}
-	e.ring[e.next] = Event{Server: server, Method: method, Params: append(json.RawMessage(nil), params...), Time: now}
+	e.seq++
+	e.ring[e.next] = Event{Seq: e.seq, Server: server, Method: method, Params: append(json.RawMessage(nil), params...), Time: now}
 	e.seen[key] = dedup{at: now, pos: e.next}
 	e.next++
 	if e.next == len(e.ring) {
@@ -116,3 +121,21 @@ func (e *eventStore) list() []Event {
 // Events returns the server notifications kept in the event store, oldest
 // first, for the admin API.
 func (s *Server) Events() []Event { return s.events.list() }
+
+// EventsPage returns up to limit events after the one numbered after (all
+// from the oldest kept when after is 0), of server and method when they
+// are not "", oldest first, and the Seq to pass as after for the next page
+// (0 when there is none yet).
+func (s *Server) EventsPage(server, method string, after uint64, limit int) (events []Event, next uint64) {
+	events = []Event{}
+	for _, ev := range s.events.list() {
+		if ev.Seq <= after || server != "" && ev.Server != server || method != "" && ev.Method != method {
+			continue
+		}
+		if len(events) == limit {
+			return events, events[len(events)-1].Seq
+		}
+		events = append(events, ev)
+	}
+	return events, 0
+}

@@ -3,6 +3,8 @@
 //
 //	mcpgw [serve] [--config mcpgw.yaml]   run the gateway (the default)
 //	mcpgw validate [--config mcpgw.yaml]  check a config file, print every problem
+//	mcpgw import [--admin-url URL] FILE   convert a Claude Desktop, Cursor or
+//	                                      VS Code MCP config into mcpgw servers
 //	mcpgw version                         print the version
 //
 // main is thin (STYLE.md): it parses flags, loads the config, builds the
@@ -48,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 		err = serveCmd(ctx, args, stderr, lookupEnv)
 	case "validate":
 		err = validateCmd(args, stdout, stderr, lookupEnv)
+	case "import":
+		return importCmd(ctx, args, stdout, stderr, lookupEnv)
 	case "version":
 		fmt.Fprintln(stdout, "mcpgw", buildVersion())
 		return 0
@@ -74,6 +78,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   mcpgw [serve] [--config FILE]   run the gateway (default command; FILE defaults to mcpgw.yaml)
   mcpgw validate [--config FILE]  check a config file and print every problem (exit 1 on any)
+  mcpgw import [--admin-url URL [--admin-token-env VAR]] FILE
+                                  print the servers of a Claude Desktop, Cursor or VS Code MCP config
+                                  as mcpgw YAML, or register them with a running gateway (--admin-url)
   mcpgw version                   print the version
 `)
 }

@@ -142,6 +142,13 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// ops serializes Start and the changes of the server set (Add,
+	// Replace, Remove, SetEnabled, Restart), each of which finishes
+	// stopping a server before the next one begins, so that two
+	// processes of one server never overlap. It is never taken with mu
+	// held.
+	ops sync.Mutex
+
 	mu       sync.Mutex
 	servers  map[string]*entry
 	watchers map[int]func(Event)
@@ -149,9 +156,22 @@ type Manager struct {
 	started  bool
 	closed   bool
 	level    string // the level of SetLogLevel, "" for none
+	// reapEvery is the reaper's interval, 0 while no reaper runs;
+	// reapNudge hands it a shorter one (see reapLocked).
+	reapEvery time.Duration
+	reapNudge chan time.Duration
 }
 
 // entry is one server's mutable record, guarded by Manager.mu.
+//
+// An entry serves one configuration of a server for as long as it is in
+// service. Replace, Remove, SetEnabled and Restart take it out of service
+// (stopLocked) and, but for Remove, put a new entry in its place under the
+// same name; the old one's goroutines end, and whatever of it is still
+// under way (a start, a refresh, a notification) finds it stopped and
+// touches neither the new entry nor the watchers. The entry pointer is
+// the server's identity: everything that works for a server holds its
+// *entry, never looks it up again by name.
 type entry struct {
 	cfg    config.Server
 	log    *serverLog    // nil without LogDir
@@ -169,6 +189,21 @@ type entry struct {
 	errsSeen []string
 	// failures counts the restarts in a row since the server last ran.
 	failures int
+	// seed is the last base client that connected: the next one restores
+	// its subscriptions and log level, across a successor entry too.
+	seed *Client
+
+	// ctx is the lifetime of the entry's background work, cancelled by
+	// stopLocked or by Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// stopped is set once the entry is out of service (see stopLocked).
+	stopped bool
+	// work counts the entry's goroutines (goEntry) and the deliveries of
+	// its events to the watchers under way (emitFor); a stop waits for
+	// it. Add is called with Manager.mu held, before the entry is
+	// stopped or in the step that stops it, so never after the Wait.
+	work sync.WaitGroup
 }
 
 // maxErrsSeen bounds entry.errsSeen.
@@ -195,59 +230,87 @@ func NewManager(opts ManagerOptions) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		opts:     opts,
-		logger:   logger,
-		creds:    creds,
-		ctx:      ctx,
-		cancel:   cancel,
-		servers:  make(map[string]*entry),
-		watchers: make(map[int]func(Event)),
+		opts:      opts,
+		logger:    logger,
+		creds:     creds,
+		ctx:       ctx,
+		cancel:    cancel,
+		servers:   make(map[string]*entry),
+		watchers:  make(map[int]func(Event)),
+		reapNudge: make(chan time.Duration, 1),
 	}
 	for _, s := range opts.Servers {
-		st := Status{Name: s.Name, Transport: s.Transport, Enabled: s.IsEnabled(), State: StateStopped}
-		if !s.IsEnabled() {
-			st.State = StateDisabled
-		}
-		e := &entry{cfg: s, status: st,
-			refreshing: map[listKind]bool{}, dirty: map[listKind]bool{}, listErrs: map[listKind]string{}}
-		e.log = newServerLog(opts.LogDir, s.Name, opts.logRotateBytes, func(err error) {
-			logger.Warn("writing the server's log file failed", "server", s.Name, "err", err)
-		})
-		if s.Serialize {
-			e.sem = make(chan struct{}, 1)
-		}
-		e.pool = newPool(s)
-		m.servers[s.Name] = e
+		m.servers[s.Name] = m.newEntry(s, m.newLog(s.Name))
 	}
 	return m
+}
+
+// newEntry returns a new entry of srv, writing to log, not yet started.
+func (m *Manager) newEntry(srv config.Server, log *serverLog) *entry {
+	st := Status{Name: srv.Name, Transport: srv.Transport, Enabled: srv.IsEnabled(), State: StateStopped}
+	if !srv.IsEnabled() {
+		st.State = StateDisabled
+	}
+	e := &entry{cfg: srv, log: log, status: st, pool: newPool(srv),
+		refreshing: map[listKind]bool{}, dirty: map[listKind]bool{}, listErrs: map[listKind]string{}}
+	if srv.Serialize {
+		e.sem = make(chan struct{}, 1)
+	}
+	e.ctx, e.cancel = context.WithCancel(m.ctx)
+	return e
+}
+
+// newLog returns the log of server name, nil without LogDir.
+func (m *Manager) newLog(name string) *serverLog {
+	return newServerLog(m.opts.LogDir, name, m.opts.logRotateBytes, func(err error) {
+		m.logger.Warn("writing the server's log file failed", "server", name, "err", err)
+	})
 }
 
 // Start begins starting every enabled server in the background and returns
 // at once.
 func (m *Manager) Start() {
+	m.ops.Lock()
+	defer m.ops.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed || m.started {
 		return
 	}
 	m.started = true
-	reap := time.Duration(0)
 	for _, e := range m.servers {
-		if !e.cfg.IsEnabled() {
-			continue
+		if e.cfg.IsEnabled() {
+			m.startLocked(e)
 		}
-		e.status.State = StateStarting
-		m.wg.Add(1)
-		go m.supervise(e)
-		if e.pool != nil && (reap == 0 || e.pool.idle < reap) {
-			reap = e.pool.idle
-		}
-	}
-	if reap > 0 {
-		m.wg.Add(1)
-		go m.reap(reapInterval(reap))
 	}
 }
+
+// startLocked starts e's supervisor, and the reaper for its pool. m.mu is
+// held, m has started and is not closed, and e is enabled and in service.
+func (m *Manager) startLocked(e *entry) {
+	e.status.State = StateStarting
+	m.goEntry(e, func() { m.supervise(e) })
+	if e.pool != nil {
+		m.reapLocked(e.pool.idle)
+	}
+}
+
+// goEntry runs f in a goroutine of e, which Close and e's stop wait for.
+// m.mu is held and m is not closed; e is in service, or being stopped in
+// this same critical section.
+func (m *Manager) goEntry(e *entry, f func()) {
+	m.wg.Add(1)
+	e.work.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer e.work.Done()
+		f()
+	}()
+}
+
+// goneLocked reports whether e's background work should end: Close ran,
+// or e is out of service. m.mu is held.
+func (m *Manager) goneLocked(e *entry) bool { return m.closed || e.stopped }
 
 // LogPath returns the path of server's log file, or "" when there is none
 // (no LogDir, or no such server). The file may not exist yet.
@@ -276,7 +339,10 @@ type Event struct {
 }
 
 // Watch registers fn to be called, from a manager goroutine, for every
-// Event. fn must not block for long. The returned func unregisters it.
+// Event. fn must not block for long, and must not call the methods that
+// change the servers (Add, Replace, Remove, SetEnabled, Restart): they
+// wait for the events of the server they stop that are being delivered.
+// The returned func unregisters it.
 func (m *Manager) Watch(fn func(Event)) (stop func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -291,18 +357,44 @@ func (m *Manager) Watch(fn func(Event)) (stop func()) {
 }
 
 // changed tells the watchers that server's state or lists changed.
-func (m *Manager) changed(server string) { m.emit(Event{Server: server}) }
-
-func (m *Manager) emit(ev Event) {
+func (m *Manager) changed(server string) {
 	m.mu.Lock()
-	fns := make([]func(Event), 0, len(m.watchers))
-	for _, fn := range m.watchers {
-		fns = append(fns, fn)
+	fns := m.watchersLocked()
+	m.mu.Unlock()
+	for _, fn := range fns {
+		fn(Event{Server: server})
 	}
+}
+
+// changedEntry tells the watchers that e's state or lists changed, unless
+// e is out of service.
+func (m *Manager) changedEntry(e *entry) { m.emitFor(e, Event{Server: e.cfg.Name}) }
+
+// emitFor tells the watchers of ev, an event of e, unless e is out of
+// service: a stopped entry's late events never reach them, and its stop
+// waits for the deliveries already under way, so that none comes after
+// the Event of the change that stopped it.
+func (m *Manager) emitFor(e *entry, ev Event) {
+	m.mu.Lock()
+	if e.stopped {
+		m.mu.Unlock()
+		return
+	}
+	e.work.Add(1)
+	defer e.work.Done()
+	fns := m.watchersLocked()
 	m.mu.Unlock()
 	for _, fn := range fns {
 		fn(ev)
 	}
+}
+
+func (m *Manager) watchersLocked() []func(Event) {
+	fns := make([]func(Event), 0, len(m.watchers))
+	for _, fn := range m.watchers {
+		fns = append(fns, fn)
+	}
+	return fns
 }
 
 // Servers returns a snapshot of every server, sorted by name.
@@ -376,7 +468,8 @@ type Caller struct {
 	Session   string
 }
 
-// ErrUnknownServer is returned by Call for a name no server has.
+// ErrUnknownServer is returned by Call, and the methods that change a
+// server, for a name no server has (any more).
 var ErrUnknownServer = errors.New("unknown server")
 
 // Call sends a request to the named server on behalf of who and waits for
@@ -427,6 +520,9 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 	// The connection ended under the call.
 	if p != nil {
 		m.dropPooled(e, p, err)
+		if uerr := m.stoppedErr(e); uerr != nil {
+			return nil, uerr
+		}
 		return nil, &UnavailableError{Server: server, State: StateExited, Err: err.Error()}
 	}
 	// Report the server's state as the supervisor records it, once it
@@ -437,11 +533,28 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 	}
 	m.mu.Lock()
 	st, msg := e.status.State, e.status.Error
-	if e.client == c || st == StateRunning { // not caught up, or already restarted
+	if !e.stopped && (e.client == c || st == StateRunning) { // not caught up, or already restarted
 		st, msg = StateExited, err.Error()
 	}
 	m.mu.Unlock()
 	return nil, &UnavailableError{Server: server, State: st, Err: msg}
+}
+
+// stoppedErr returns the error of a call that e, out of service, can no
+// longer serve, or nil while e is in service: the state and reason its
+// stop recorded (say, stopped: removed).
+func (m *Manager) stoppedErr(e *entry) *UnavailableError {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return stoppedErrLocked(e)
+}
+
+// stoppedErrLocked is stoppedErr with m.mu held.
+func stoppedErrLocked(e *entry) *UnavailableError {
+	if !e.stopped {
+		return nil
+	}
+	return &UnavailableError{Server: e.cfg.Name, State: e.status.State, Err: e.status.Error}
 }
 
 // setLevelTimeout bounds one logging/setLevel sent by SetLogLevel.
@@ -484,24 +597,22 @@ func (m *Manager) setLevelLocked(e *entry, c *Client, level string) {
 		return
 	}
 	name := e.cfg.Name
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.goEntry(e, func() {
 		for {
 			level, ok := c.nextLevel()
 			if !ok {
 				return
 			}
 			params, _ := json.Marshal(map[string]string{"level": level})
-			ctx, cancel := context.WithTimeout(m.ctx, setLevelTimeout)
+			ctx, cancel := context.WithTimeout(e.ctx, setLevelTimeout)
 			_, err := c.Call(ctx, "logging/setLevel", params, nil)
 			cancel()
-			if err != nil && m.ctx.Err() == nil {
+			if err != nil && e.ctx.Err() == nil {
 				m.logger.Warn("setting the server's log level failed", "server", name, "level", level, "err", err)
 			}
 			c.levelSent(level)
 		}
-	}()
+	})
 }
 
 // EndSession releases what the manager holds for a downstream session that
@@ -606,18 +717,17 @@ func (m *Manager) stopBound() time.Duration {
 
 // closeLater closes c in the background within the stop bound, then writes
 // line to the server's log through cl. m.mu is held and m is not closed
-// (so that the goroutine is one Close waits for).
+// (so that the goroutine is one Close waits for), and e is in service or
+// being stopped (so that its stop waits for it too).
 func (m *Manager) closeLater(e *entry, c *Client, cl *clientLog, line string) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.goEntry(e, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), m.stopBound())
 		defer cancel()
 		if err := c.Close(ctx); err != nil {
 			m.logger.Warn("closing an upstream client failed", "server", e.cfg.Name, "err", err)
 		}
 		cl.lifecycle("%s", line)
-	}()
+	})
 }
 
 // labelled prefixes text with the label of a pooled client.

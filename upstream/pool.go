@@ -26,7 +26,8 @@ import (
 //
 // A client leaves the pool when it dies (the next call makes a new one),
 // after IdleTimeout without calls (the reaper), at EndSession (per_session),
-// or at Close. The pool and its clients are guarded by Manager.mu.
+// when its server is stopped (Replace, Remove, SetEnabled, Restart), or at
+// Close. The pool and its clients are guarded by Manager.mu.
 
 // pool holds one server's clients by caller key.
 type pool struct {
@@ -123,6 +124,10 @@ func (m *Manager) acquire(ctx context.Context, e *entry, who Caller) (*pooled, e
 		m.mu.Unlock()
 		return nil, &UnavailableError{Server: e.cfg.Name, State: StateStopped}
 	}
+	if uerr := stoppedErrLocked(e); uerr != nil {
+		m.mu.Unlock()
+		return nil, uerr
+	}
 	key := e.pool.key(who)
 	p := e.pool.clients[key]
 	if p != nil && p.client != nil && !p.connected() {
@@ -142,8 +147,7 @@ func (m *Manager) acquire(ctx context.Context, e *entry, who Caller) (*pooled, e
 		}
 		p = &pooled{key: key, principal: who.Principal, who: e.pool.owner(who), label: e.pool.label(who), ready: make(chan struct{})}
 		e.pool.clients[key] = p
-		m.wg.Add(1)
-		go m.connectPooled(e, p)
+		m.goEntry(e, func() { m.connectPooled(e, p) })
 	}
 	p.inflight++
 	p.lastUsed = time.Now()
@@ -156,6 +160,9 @@ func (m *Manager) acquire(ctx context.Context, e *entry, who Caller) (*pooled, e
 	}
 	if p.err != nil {
 		m.release(p)
+		if uerr := m.stoppedErr(e); uerr != nil {
+			return nil, uerr
+		}
 		return nil, &UnavailableError{Server: e.cfg.Name, State: StateFailed, Err: p.err.Error()}
 	}
 	return p, nil
@@ -186,7 +193,8 @@ func (pl *pool) lru() *pooled {
 
 // retireLocked takes p out of e's pool and closes its client in the
 // background; a client still connecting is closed by its connect
-// goroutine. m.mu is held and m is not closed.
+// goroutine. m.mu is held, m is not closed, and e is in service or being
+// stopped.
 func (m *Manager) retireLocked(e *entry, p *pooled, why string) {
 	if e.pool.clients[p.key] == p {
 		delete(e.pool.clients, p.key)
@@ -209,10 +217,10 @@ func (m *Manager) dropPooled(e *entry, p *pooled, err error) {
 }
 
 // connectPooled connects p's client within the start timeout, then watches
-// it until it dies (and leaves the pool) or leaves the pool otherwise.
+// it until it dies (and leaves the pool) or leaves the pool otherwise. It
+// runs in a goroutine of e (goEntry).
 func (m *Manager) connectPooled(e *entry, p *pooled) {
-	defer m.wg.Done()
-	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(e.ctx, m.opts.StartTimeout)
 	defer cancel()
 	e.log.write(TagLifecycle, labelled(p.label, "starting ("+describe(e.cfg)+")"))
 	c, cl, err := m.dial(ctx, e, p.who, p.label)
@@ -222,11 +230,11 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 			managerLevel = m.restore(ctx, e, c, cl, nil)
 		}
 	}
-	if err != nil && ctx.Err() != nil && m.ctx.Err() == nil {
+	if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
 		err = fmt.Errorf("did not start within %s: %w", m.opts.StartTimeout, err)
 	}
 	m.mu.Lock()
-	if err == nil && (m.closed || e.pool.clients[p.key] != p) {
+	if err == nil && (m.goneLocked(e) || e.pool.clients[p.key] != p) {
 		err = fmt.Errorf("upstream session of server %q closed while it was starting", e.cfg.Name)
 		m.mu.Unlock()
 		m.closeNow(c)
@@ -240,7 +248,7 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 		p.err = err
 		close(p.ready)
 		m.mu.Unlock()
-		if m.ctx.Err() == nil {
+		if e.ctx.Err() == nil {
 			m.logger.Warn("starting an upstream session for a caller failed", "server", e.cfg.Name, "principal", p.principal, "err", err)
 		}
 		cl.lifecycle("start failed: %v", err)
@@ -260,11 +268,11 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 
 	select {
 	case <-c.Done():
-	case <-m.ctx.Done():
-		return // Close stops it
+	case <-e.ctx.Done():
+		return // Close or e's stop closes it
 	}
 	m.mu.Lock()
-	if m.closed || e.pool.clients[p.key] != p {
+	if m.goneLocked(e) || e.pool.clients[p.key] != p {
 		m.mu.Unlock()
 		return // retired: whoever retired it closes it
 	}
@@ -286,8 +294,33 @@ func reapInterval(idle time.Duration) time.Duration {
 	return max(idle/4, 10*time.Millisecond)
 }
 
+// reapLocked makes sure that the reaper runs, often enough for a pool with
+// idle timeout idle: it starts it with the first pool (at Start, or when a
+// pooled server is added or started later), and shortens its interval for
+// a pool with a shorter timeout. The interval never grows back: a reaper
+// that looks more often than needed only costs a scan. m.mu is held and m
+// is not closed.
+func (m *Manager) reapLocked(idle time.Duration) {
+	d := reapInterval(idle)
+	switch {
+	case m.reapEvery == 0:
+		m.reapEvery = d
+		m.wg.Add(1)
+		go m.reap(d)
+	case d < m.reapEvery:
+		m.reapEvery = d
+		// Only holders of m.mu send, and the reaper only receives: after
+		// the drain, the send does not block.
+		select {
+		case <-m.reapNudge:
+		default:
+		}
+		m.reapNudge <- d
+	}
+}
+
 // reap closes, every interval until Close, the pooled clients nobody used
-// for their server's idle timeout.
+// for their server's idle timeout. A shorter interval comes on reapNudge.
 func (m *Manager) reap(interval time.Duration) {
 	defer m.wg.Done()
 	tick := time.NewTicker(interval)
@@ -296,6 +329,8 @@ func (m *Manager) reap(interval time.Duration) {
 		select {
 		case <-m.ctx.Done():
 			return
+		case d := <-m.reapNudge:
+			tick.Reset(d)
 		case now := <-tick.C:
 			m.reapOnce(now)
 		}

@@ -68,21 +68,26 @@ func (p restartPolicy) wait(attempt int) time.Duration {
 	return min(d, p.maxWait)
 }
 
-// supervise runs e's base client until Close: start, wait for its end,
-// restart with backoff while attempts are left.
+// supervise runs e's base client until Close or e's stop: start, wait for
+// its end, restart with backoff while attempts are left. It runs in a
+// goroutine of e (goEntry).
 func (m *Manager) supervise(e *entry) {
-	defer m.wg.Done()
-	var seed *Client // the last client that connected: its subscriptions and level
+	m.mu.Lock()
+	seed := e.seed // the last client that connected: its subscriptions and level
+	m.mu.Unlock()
 	for {
 		c, connected, wait, again := m.runOnce(e, seed)
 		if connected {
 			seed = c
+			m.mu.Lock()
+			e.seed = c
+			m.mu.Unlock()
 		}
-		if !again || !sleep(m.ctx, wait) {
+		if !again || !sleep(e.ctx, wait) {
 			return
 		}
 		m.mu.Lock()
-		if m.closed {
+		if m.goneLocked(e) {
 			m.mu.Unlock()
 			return
 		}
@@ -135,7 +140,7 @@ func (m *Manager) afterDown(e *entry, cl *clientLog, wait time.Duration, again b
 		m.logger.Error("server failed; no restarts left", "server", e.cfg.Name, "restarts", pol.max)
 		cl.lifecycle("giving up after %d restarts in a row", pol.max)
 	}
-	m.changed(e.cfg.Name)
+	m.changedEntry(e)
 }
 
 // runOnce starts a base client of e and, when it reaches running, waits
@@ -145,23 +150,23 @@ func (m *Manager) afterDown(e *entry, cl *clientLog, wait time.Duration, again b
 func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wait time.Duration, again bool) {
 	name := e.cfg.Name
 	m.mu.Lock()
-	if m.closed {
+	if m.goneLocked(e) {
 		m.mu.Unlock()
 		return nil, false, 0, false
 	}
 	e.status.State = StateStarting
 	m.mu.Unlock()
-	m.changed(name)
+	m.changedEntry(e)
 	e.log.write(TagLifecycle, "starting ("+describe(e.cfg)+")")
 
-	ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(e.ctx, m.opts.StartTimeout)
 	defer cancel()
 	c, cl, err := m.dial(ctx, e, Caller{}, "")
 	var lists serverLists
 	managerLevel := ""
 	if err == nil {
 		m.mu.Lock()
-		if m.closed {
+		if m.goneLocked(e) {
 			m.mu.Unlock()
 			m.closeNow(c)
 			return nil, false, 0, false
@@ -177,13 +182,13 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 		}
 	}
 	if err != nil {
-		timedOut := errors.Is(err, context.DeadlineExceeded) && m.ctx.Err() == nil
+		timedOut := errors.Is(err, context.DeadlineExceeded) && e.ctx.Err() == nil
 		if timedOut {
 			err = fmt.Errorf("did not start within %s: %w", m.opts.StartTimeout, err)
 		}
 		errText := cl.redact(err.Error())
 		m.mu.Lock()
-		if m.closed {
+		if m.goneLocked(e) {
 			m.mu.Unlock()
 			return c, connected, 0, false
 		}
@@ -204,7 +209,7 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 
 	init := c.Initialized()
 	m.mu.Lock()
-	if m.closed {
+	if m.goneLocked(e) {
 		m.mu.Unlock()
 		return c, connected, 0, false
 	}
@@ -220,9 +225,9 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 	// Publish the lists first and the state after, so that whoever sees
 	// "running" can also route to every tool: the watchers (the core's
 	// merged catalog) are told before the state changes.
-	m.changed(name)
+	m.changedEntry(e)
 	m.mu.Lock()
-	if m.closed {
+	if m.goneLocked(e) {
 		m.mu.Unlock()
 		return c, connected, 0, false
 	}
@@ -241,19 +246,19 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 		running += fmt.Sprintf(", pid %d", pid)
 	}
 	cl.lifecycle("%s", running)
-	m.changed(name)
+	m.changedEntry(e)
 
 	select {
 	case <-c.Done():
-	case <-m.ctx.Done():
-		return c, connected, 0, false // Close stops the client
+	case <-e.ctx.Done():
+		return c, connected, 0, false // Close or e's stop closes the client
 	}
 	errText := "connection closed"
 	if cerr := c.Err(); cerr != nil {
 		errText = cl.redact(cerr.Error())
 	}
 	m.mu.Lock()
-	if m.closed { // stopped by the gateway
+	if m.goneLocked(e) { // stopped by the gateway
 		m.mu.Unlock()
 		return c, connected, 0, false
 	}
@@ -309,7 +314,7 @@ func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string) 
 		MaxMessageBytes: m.opts.MaxMessageBytes,
 		HTTPClient:      m.opts.HTTPClient,
 		StopGrace:       m.opts.StopGrace,
-		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(name, who, n) },
+		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(e, who, n) },
 		OnRequest:       m.defaultHandler(e.cfg),
 		OnLog:           cl.sink(),
 	})
@@ -482,10 +487,11 @@ const (
 	kindResources listKind = "resources" // resources and resource templates
 )
 
-// onNotification handles a server's notifications that belong to no call:
-// list changes refresh that list; the rest go to the watchers, naming the
-// upstream session they came on (who: zero for the shared one).
-func (m *Manager) onNotification(server string, who Caller, n *jsonrpc.Message) {
+// onNotification handles the notifications of e's server that belong to
+// no call: list changes refresh that list; the rest go to the watchers,
+// naming the upstream session they came on (who: zero for the shared
+// one). Those of an entry out of service are dropped.
+func (m *Manager) onNotification(e *entry, who Caller, n *jsonrpc.Message) {
 	var kind listKind
 	switch n.Method {
 	case "notifications/tools/list_changed":
@@ -495,13 +501,12 @@ func (m *Manager) onNotification(server string, who Caller, n *jsonrpc.Message) 
 	case "notifications/resources/list_changed":
 		kind = kindResources
 	default:
-		m.emit(Event{Server: server, Who: who, Notification: n})
+		m.emitFor(e, Event{Server: e.cfg.Name, Who: who, Notification: n})
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := m.servers[server]
-	if e == nil || m.closed {
+	if m.goneLocked(e) {
 		return
 	}
 	if e.refreshing[kind] {
@@ -509,11 +514,7 @@ func (m *Manager) onNotification(server string, who Caller, n *jsonrpc.Message) 
 		return
 	}
 	e.refreshing[kind] = true
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.refresh(e, kind)
-	}()
+	m.goEntry(e, func() { m.refresh(e, kind) })
 }
 
 // refresh reads one of a running server's lists again and publishes it,
@@ -530,7 +531,7 @@ func (m *Manager) refresh(e *entry, kind listKind) {
 		if c == nil {
 			break
 		}
-		ctx, cancel := context.WithTimeout(m.ctx, m.opts.StartTimeout)
+		ctx, cancel := context.WithTimeout(e.ctx, m.opts.StartTimeout)
 		lists, err := readLists(ctx, c, map[listKind]bool{kind: true})
 		cancel()
 		m.mu.Lock()
@@ -544,9 +545,9 @@ func (m *Manager) refresh(e *entry, kind listKind) {
 			e.status.Problems = listProblems(e)
 		}
 		m.mu.Unlock()
-		m.changed(e.cfg.Name)
+		m.changedEntry(e)
 		m.mu.Lock()
-		again := e.dirty[kind] && m.ctx.Err() == nil
+		again := e.dirty[kind] && e.ctx.Err() == nil
 		m.mu.Unlock()
 		if !again {
 			break

@@ -943,8 +943,9 @@ func (c *Client) Close(ctx context.Context) error {
 	return err
 }
 
-// ErrClosed is returned by calls on a closed Client.
-var ErrClosed = errors.New("upstream client closed")
+// ErrClosed is returned by calls on a closed Client, and by the Manager's
+// methods that change its servers once the Manager is closed.
+var ErrClosed = errors.New("upstream closed")
 
 // ConnectionError reports that the connection to a server ended while a
 // call was waiting.

@@ -3,7 +3,8 @@
 // transport, and the Manager that starts, watches, restarts and stops them
 // (one base client per server, plus one per principal or per downstream
 // session for servers whose session mode asks for it), with each server's
-// own log file.
+// own log file, and adds, replaces, switches and removes servers while the
+// gateway runs.
 //
 // It knows nothing of HTTP serving, and of downstream sessions only their
 // ids: the gateway core calls Manager.Call with a Caller (principal,

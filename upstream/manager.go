@@ -80,7 +80,8 @@ const DefaultCapabilities = `{"elicitation":{"form":{},"url":{}},"sampling":{"to
 
 // ManagerOptions configures a Manager.
 type ManagerOptions struct {
-	// Servers are the configured servers, already validated.
+	// Servers are the configured servers, already validated: the
+	// servers at Start (Add, Replace and Remove change them later).
 	Servers []config.Server
 	// StartTimeout bounds connecting and initializing one client, and
 	// listing its server's tools. If zero, config.DefaultStartTimeout.
@@ -119,7 +120,8 @@ type ManagerOptions struct {
 // Manager starts every enabled server in the background, keeps each one's
 // state and lists, routes calls to it, restarts it when it fails, and stops
 // them all on Close. A server that fails blocks nothing: it is recorded
-// with its error, and started again with backoff.
+// with its error, and started again with backoff. The servers may change
+// while it runs: see Add, Replace, Remove, SetEnabled and Restart.
 //
 // # Clients of a server
 //

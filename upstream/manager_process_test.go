@@ -463,3 +463,105 @@ func TestManager_StdioRedactsFailures(t *testing.T) {
 		t.Errorf("the server log lacks the failure:\n%s", b)
 	}
 }
+
+// TestManager_StdioReplaceAndRemove replaces a stdio server during a call,
+// and removes a per_principal one: each old process, the pooled ones too,
+// is reaped by the time Replace or Remove returns, the call fails, the new
+// server runs as configured, and the log files keep the story.
+func TestManager_StdioReplaceAndRemove(t *testing.T) {
+	srv := fakeServerConfig(t, "")
+	pooled := fakeServerConfig(t, "")
+	pooled.Name = "pooled"
+	pooled.SessionMode = config.SessionPerPrincipal
+	m := startManager(t, ManagerOptions{Servers: []config.Server{srv, pooled}, LogDir: t.TempDir()})
+	old := waitStatus(t, m, "fake", isRunning)
+	if old.ProtocolVersion != LatestProtocolVersion {
+		t.Fatalf("protocol %s before Replace", old.ProtocolVersion)
+	}
+
+	started := make(chan struct{}, 1)
+	hooks := &CallHooks{Notify: func(n *jsonrpc.Message) {
+		if n.Method == "notifications/message" {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	}}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Call(context.Background(), "fake", Caller{}, "tools/call", json.RawMessage(`{"name":"slow"}`), hooks)
+		errc <- err
+	}()
+	<-started
+	if err := m.Replace(fakeServerConfig(t, "oldversion")); err != nil {
+		t.Fatal(err)
+	}
+	if !reaped(old.PID) {
+		t.Errorf("the replaced process %d is still there after Replace", old.PID)
+	}
+	select {
+	case err := <-errc:
+		wantUnavailable(t, err, "fake", StateStopped, "its configuration was replaced")
+	case <-time.After(waitLimit):
+		t.Fatal("the call in flight hangs after Replace")
+	}
+	st := waitStatus(t, m, "fake", isRunning)
+	if st.PID == old.PID || st.ProtocolVersion != "2025-03-26" {
+		t.Errorf("after Replace: pid %d (was %d), protocol %s; want a new process speaking 2025-03-26", st.PID, old.PID, st.ProtocolVersion)
+	}
+	if got := managerText(t, m, "fake", Caller{}, "pid", nil); got != strconv.Itoa(st.PID) {
+		t.Errorf("a call after Replace reached process %s, want %d", got, st.PID)
+	}
+
+	base := waitStatus(t, m, "pooled", isRunning).PID
+	alice, _ := strconv.Atoi(managerText(t, m, "pooled", Caller{Principal: "alice"}, "pid", nil))
+	pooledLog := m.LogPath("pooled")
+	if err := m.Remove("pooled"); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{base, alice} {
+		if !reaped(pid) {
+			t.Errorf("process %d of the removed server is still there after Remove", pid)
+		}
+	}
+	if _, err := m.Call(callCtx(t), "pooled", Caller{Principal: "alice"}, "tools/call", json.RawMessage(`{"name":"pid"}`), nil); !errors.Is(err, ErrUnknownServer) {
+		t.Errorf("call after Remove = %v, want ErrUnknownServer", err)
+	}
+	if diff := cmp.Diff([]string{"fake"}, names(m.Servers())); diff != "" {
+		t.Errorf("servers after Remove (-want +got):\n%s", diff)
+	}
+
+	if err := m.Close(callCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want []string // in this order, among the lifecycle lines
+	}{
+		{m.LogPath("fake"), []string{
+			"[lifecycle] starting (stdio: " + srv.Command + ")",
+			"[lifecycle] initialized (protocol 2025-11-25)",
+			"[lifecycle] stopped: its configuration was replaced",
+			"[lifecycle] starting (stdio: " + srv.Command + ")",
+			"[lifecycle] initialized (protocol 2025-03-26)",
+		}},
+		{pooledLog, []string{
+			"[lifecycle] principal alice: stopped: the server was removed",
+		}},
+	} {
+		lines := readLog(t, tc.path)
+		i := 0
+		for _, l := range lines {
+			if i < len(tc.want) && l == tc.want[i] {
+				i++
+			}
+		}
+		if i < len(tc.want) {
+			t.Errorf("%s lacks %q (in order); it has:\n%s", tc.path, tc.want[i], strings.Join(lines, "\n"))
+		}
+	}
+	if lines := readLog(t, pooledLog); !slices.Contains(lines, "[lifecycle] stopped: the server was removed") {
+		t.Errorf("the removed server's log lacks its stop:\n%s", strings.Join(lines, "\n"))
+	}
+}

@@ -1,50 +1,123 @@
 // Package admin serves mcpgw's management API under /admin: JSON only,
 // guarded by admin bearer tokens that are separate from client credentials.
 //
-// This first slice is read-only: the status of every upstream server. The
-// admin issue adds registration, enable/disable, logs, events, sessions and
-// the OpenAPI document on the same group and the same guard.
+// Operators register, replace, enable, disable, restart and delete upstream
+// servers while the gateway runs, and read their status, tools and logs.
+// A server registered here is kept in the store and comes back after a
+// restart; a server of the config file is the file's, so the API may only
+// switch it on or off (kept too) and restart it.
+//
+// An admin token must not become a way to read the gateway's secrets or to
+// run a program: a registered server may expand only environment variables
+// with the configured prefix, and may be a stdio server only for a command
+// on the configured list.
+//
+// Every route is in the OpenAPI document of package openapi, served at
+// /admin/openapi.json; the tests check each request and response against it.
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/openapi"
+	"github.com/mcpgw/mcpgw/store"
 )
+
+// ServerManager is what the API needs of the upstream manager to change
+// the servers live; *upstream.Manager has it. Its methods are safe for
+// concurrent use.
+type ServerManager interface {
+	Add(srv config.Server) error
+	Replace(srv config.Server) error
+	Remove(name string) error
+	SetEnabled(name string, enabled bool) error
+	Restart(name string) error
+	ServerConfig(name string) (config.Server, bool)
+	LogPath(name string) string
+}
+
+// ServerStore keeps the servers registered through the API, and the
+// enabled switch of the config file's servers; *store.SQLite has it.
+type ServerStore interface {
+	PutServer(ctx context.Context, srv store.Server) (created bool, err error)
+	GetServer(ctx context.Context, name string) (store.Server, error)
+	ListServers(ctx context.Context) ([]store.Server, error)
+	DeleteServer(ctx context.Context, name string) error
+}
 
 // Options configures the admin API.
 type Options struct {
-	// Core is the gateway core whose servers the API reports. Required.
+	// Core is the gateway core whose servers and catalog the API reports.
+	// Required.
 	Core *gateway.Server
+	// Servers changes the servers. Required.
+	Servers ServerManager
+	// Store keeps registrations. Required.
+	Store ServerStore
+	// ConfigServers are the names of the config file's servers (see
+	// SetConfigServers for a reload).
+	ConfigServers []string
 	// Tokens are the accepted bearer tokens' SHA-256 hashes, each written
 	// "sha256:<hex>" (config.Admin.Tokens). With none, every request is
 	// refused with 403: the API is off.
 	Tokens []string
+	// Naming is the gateway's naming, which registered entries are
+	// validated against, as entries of the file are.
+	Naming config.Naming
+	// EnvPrefix is the prefix of the environment variables a registered
+	// server may expand. If empty, config.DefaultAdminEnvPrefix.
+	EnvPrefix string
+	// StdioCommands are the commands a registered stdio server may run.
+	// Empty: none.
+	StdioCommands []string
+	// LookupEnv reads the gateway's environment for ${VAR} in registered
+	// entries (only names with EnvPrefix are asked). If nil, every
+	// variable is unset.
+	LookupEnv func(string) (string, bool)
 	// Logger receives the API's logs. Nil discards them.
 	Logger *slog.Logger
 }
 
 // API is the admin HTTP API.
 type API struct {
-	core   *gateway.Server
+	opts   Options
 	hashes [][]byte
 	logger *slog.Logger
+
+	// mu serializes the changes of servers, so that the manager and the
+	// store never disagree.
+	mu sync.Mutex
+	// fromCfg holds the names of the config file's servers. It is read
+	// without mu, by handlers that hold mu.
+	fromCfg atomic.Pointer[map[string]bool]
 }
 
 // New returns the admin API for opts.
 func New(opts Options) (*API, error) {
-	if opts.Core == nil {
-		return nil, errors.New("admin: Options.Core is required")
+	if opts.Core == nil || opts.Servers == nil || opts.Store == nil {
+		return nil, errors.New("admin: Options.Core, Servers and Store are required")
 	}
-	a := &API{core: opts.Core, logger: opts.Logger}
+	if opts.EnvPrefix == "" {
+		opts.EnvPrefix = config.DefaultAdminEnvPrefix
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	a := &API{opts: opts, logger: opts.Logger}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)
 	}
@@ -55,31 +128,71 @@ func New(opts Options) (*API, error) {
 		}
 		a.hashes = append(a.hashes, h)
 	}
+	a.SetConfigServers(opts.ConfigServers)
 	return a, nil
+}
+
+// SetConfigServers replaces the names of the config file's servers (after
+// a reload).
+func (a *API) SetConfigServers(names []string) {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	a.fromCfg.Store(&m)
+}
+
+// isConfig reports whether name is a server of the config file.
+func (a *API) isConfig(name string) bool {
+	return (*a.fromCfg.Load())[name]
 }
 
 // Register mounts the API's routes on e under /admin.
 func (a *API) Register(e *echo.Echo) {
 	g := e.Group("/admin", a.guard)
 	g.GET("/servers", a.listServers)
+	g.POST("/servers", a.postServer)
 	g.GET("/servers/:name", a.getServer)
+	g.PUT("/servers/:name", a.putServer)
+	g.PATCH("/servers/:name", a.patchServer)
+	g.DELETE("/servers/:name", a.deleteServer)
+	g.POST("/servers/:name/restart", a.restartServer)
+	g.GET("/servers/:name/tools", a.serverTools)
+	g.GET("/servers/:name/logs", a.serverLogs)
+	g.GET("/tools", a.tools)
+	g.GET("/openapi.json", func(c echo.Context) error {
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Admin())
+	})
 }
 
-// errorBody is every admin error's JSON shape.
+// errorBody is every admin error's JSON shape: a message that names the
+// field or the reason, and for an invalid server entry every problem.
 type errorBody struct {
-	Error string `json:"error"`
+	Message  string    `json:"message"`
+	Problems []problem `json:"problems,omitempty"`
+}
+
+// problem is one thing wrong with a field of a request body.
+type problem struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func fail(c echo.Context, status int, msg string) error {
+	return c.JSON(status, errorBody{Message: msg})
 }
 
 // guard lets through requests that carry one of the configured tokens.
 func (a *API) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if len(a.hashes) == 0 {
-			return c.JSON(http.StatusForbidden, errorBody{"the admin API is off: set admin.tokens in the config to enable it"})
+			return fail(c, http.StatusForbidden, "the admin API is off: set admin.tokens in the config to enable it")
 		}
-		token, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
+		// The scheme is case-insensitive (RFC 9110, section 11.1).
+		scheme, token, _ := strings.Cut(c.Request().Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || token == "" {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="mcpgw admin"`)
-			return c.JSON(http.StatusUnauthorized, errorBody{"missing admin bearer token"})
+			return fail(c, http.StatusUnauthorized, "missing admin bearer token (Authorization: Bearer <token>)")
 		}
 		sum := sha256.Sum256([]byte(token))
 		match := 0
@@ -88,24 +201,10 @@ func (a *API) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if match != 1 {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="mcpgw admin", error="invalid_token"`)
-			return c.JSON(http.StatusUnauthorized, errorBody{"invalid admin bearer token"})
+			return fail(c, http.StatusUnauthorized, "invalid admin bearer token")
 		}
 		return next(c)
 	}
-}
-
-func (a *API) listServers(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{"servers": a.core.Servers()})
-}
-
-func (a *API) getServer(c echo.Context) error {
-	name := c.Param("name")
-	for _, st := range a.core.Servers() {
-		if st.Name == name {
-			return c.JSON(http.StatusOK, st)
-		}
-	}
-	return c.JSON(http.StatusNotFound, errorBody{"unknown server " + quote(name)})
 }
 
 func quote(s string) string {
@@ -113,4 +212,17 @@ func quote(s string) string {
 		s = s[:64] + "…"
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
+}
+
+// source returns where a server comes from: "config" or "api".
+func (a *API) source(name string) string {
+	if a.isConfig(name) {
+		return store.ServerSourceConfig
+	}
+	return store.ServerSourceAPI
+}
+
+// allowedCommand reports whether a registered stdio server may run cmd.
+func (a *API) allowedCommand(cmd string) bool {
+	return slices.Contains(a.opts.StdioCommands, cmd)
 }

@@ -70,6 +70,18 @@ func (m *Manager) Set(s *Server) {
 	m.emit(upstream.Event{Server: s.Name})
 }
 
+// Remove removes the server named name, if there is one, and tells the
+// watchers.
+func (m *Manager) Remove(name string) {
+	m.mu.Lock()
+	_, ok := m.servers[name]
+	delete(m.servers, name)
+	m.mu.Unlock()
+	if ok {
+		m.emit(upstream.Event{Server: name})
+	}
+}
+
 // Notify delivers a notification from server n to the watchers, as a
 // server's notification that belongs to no call.
 func (m *Manager) Notify(server string, n *jsonrpc.Message) {

@@ -62,3 +62,24 @@ func TestParseServer(t *testing.T) {
 		})
 	}
 }
+
+func TestAdminListen(t *testing.T) {
+	tests := []struct {
+		yaml, problem string
+	}{
+		{"listen: 127.0.0.1:8080\nadmin:\n  listen: 127.0.0.1:9090\n", ""},
+		{"listen: 127.0.0.1:0\nadmin:\n  listen: 127.0.0.1:0\n", ""}, // two free ports
+		{"listen: 127.0.0.1:8080\nadmin:\n  listen: 127.0.0.1:8080\n", "admin.listen: is the same address as listen"},
+		{"admin:\n  listen: 9090\n", `admin.listen: "9090" is not a host:port address`},
+	}
+	for _, tt := range tests {
+		_, ps := Parse([]byte(tt.yaml), nil)
+		got := ""
+		if len(ps) > 0 {
+			got = ps[0].Path + ": " + ps[0].Message
+		}
+		if tt.problem == "" && got != "" || !strings.HasPrefix(got, tt.problem) {
+			t.Errorf("%q: problems %v, want %q", tt.yaml, ps, tt.problem)
+		}
+	}
+}

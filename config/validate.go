@@ -256,7 +256,7 @@ func (c *Config) validateGateway() Problems {
 	if c.Admin.Listen != "" && !validListen(c.Admin.Listen) {
 		add("admin.listen", "%q is not a host:port address to listen on, such as 127.0.0.1:9090", c.Admin.Listen)
 	}
-	if c.Admin.Listen != "" && c.Admin.Listen == c.Listen {
+	if c.Admin.Listen != "" && c.Admin.Listen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
 		add("admin.listen", "is the same address as listen; leave it out to serve /admin beside /mcp")
 	}
 	if c.Admin.EnvPrefix == "" {

@@ -88,6 +88,9 @@ type Options struct {
 	// entries (only names with EnvPrefix are asked). If nil, every
 	// variable is unset.
 	LookupEnv func(string) (string, bool)
+	// Sessions lists and ends the MCP edge's sessions. If nil, there are
+	// none to show.
+	Sessions Sessions
 	// Logger receives the API's logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -100,7 +103,8 @@ type API struct {
 
 	// mu serializes the changes of servers, so that the manager and the
 	// store never disagree.
-	mu sync.Mutex
+	mu       sync.Mutex
+	reloader Reloader
 	// fromCfg holds the names of the config file's servers. It is read
 	// without mu, by handlers that hold mu.
 	fromCfg atomic.Pointer[map[string]bool]
@@ -160,6 +164,10 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/servers/:name/tools", a.serverTools)
 	g.GET("/servers/:name/logs", a.serverLogs)
 	g.GET("/tools", a.tools)
+	g.GET("/events", a.events)
+	g.GET("/sessions", a.sessions)
+	g.DELETE("/sessions/:id", a.endSession)
+	g.POST("/reload", a.reload)
 	g.GET("/openapi.json", func(c echo.Context) error {
 		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Admin())
 	})

@@ -319,8 +319,11 @@ func (a *API) register(c echo.Context, srv config.Server, body json.RawMessage, 
 		// Going on would lose a PATCH's switch.
 		return a.internal(c, "reading server "+quote(srv.Name), err)
 	}
-	if enabled != nil {
-		// A PATCH's switch outlives a replacement.
+	if _, set, _ := rawjson.Get(body, "enabled"); set {
+		// The entry says it itself: it replaces a PATCH's switch.
+		enabled = nil
+	} else if enabled != nil {
+		// A PATCH's switch outlives a replacement that does not say.
 		srv.Enabled = enabled
 	}
 	if exists {

@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -32,7 +35,11 @@ type parts struct {
 	media   *mediastore.Store
 	core    *gateway.Server
 	edge    *legacy.Handler
+	adm     *admin.API
 	handler http.Handler
+	// adminHandler serves /admin on its own listener (admin.listen), or
+	// is nil when handler serves it.
+	adminHandler http.Handler
 }
 
 // newParts builds the gateway from cfg and starts its upstreams in the
@@ -67,6 +74,9 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { db.Close() })
+	if err := restoreServers(context.Background(), cfg, db, mgr, logger); err != nil {
+		return fail(err)
+	}
 	media, err := mediastore.New(mediastore.Options{
 		Dir:      filepath.Join(cfg.DataDir, "media"),
 		MaxBytes: int64(cfg.Media.MaxBytes),
@@ -130,7 +140,23 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { edge.Close(context.Background()) })
-	adm, err := admin.New(admin.Options{Core: core, Tokens: cfg.Admin.Tokens, Logger: logger})
+	var fromFile []string
+	for _, sc := range cfg.Servers {
+		fromFile = append(fromFile, sc.Name)
+	}
+	adm, err := admin.New(admin.Options{
+		Core:          core,
+		Servers:       mgr,
+		Store:         db,
+		ConfigServers: fromFile,
+		Tokens:        cfg.Admin.Tokens,
+		Naming:        cfg.Naming,
+		EnvPrefix:     cfg.Admin.EnvPrefix,
+		StdioCommands: cfg.Admin.StdioCommands,
+		LookupEnv:     os.LookupEnv,
+		Sessions:      edge,
+		Logger:        logger.With("component", "admin"),
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -138,14 +164,22 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	edge.Register(e)
-	adm.Register(e)
+	var adminHandler http.Handler
+	if cfg.Admin.Listen != "" {
+		ae := echo.New()
+		ae.HideBanner, ae.HidePort = true, true
+		adm.Register(ae)
+		adminHandler = ae
+	} else {
+		adm.Register(e)
+	}
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	// The media URL is its own capability: no Authorization on /media.
 	mh := echo.WrapHandler(media.Handler(mediastore.HandlerOptions{RequireSignature: cfg.Media.SignedURLs}))
 	e.Any("/media/:name", mh)
 
 	mgr.Start()
-	return &parts{mgr: mgr, db: db, media: media, core: core, edge: edge, handler: e}, nil
+	return &parts{mgr: mgr, db: db, media: media, core: core, edge: edge, adm: adm, handler: e, adminHandler: adminHandler}, nil
 }
 
 // Shutdown budgets after the drain: for the HTTP server to flush and close
@@ -200,4 +234,60 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Ser
 		errs = append(errs, fmt.Errorf("closing the media store: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// restoreServers adds to mgr, before it starts, the servers registered
+// through the admin API in an earlier run, and applies the admin API's
+// enabled switches to the config file's servers. A record that no longer
+// validates (the rules or the environment changed) is skipped with an
+// error in the log and kept, so that nothing is lost; one whose name the
+// config file now uses yields to the file.
+func restoreServers(ctx context.Context, cfg *config.Config, db *store.SQLite, mgr *upstream.Manager, logger *slog.Logger) error {
+	recs, err := db.ListServers(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the registered servers: %w", err)
+	}
+	inFile := map[string]bool{}
+	for _, sc := range cfg.Servers {
+		inFile[sc.Name] = true
+	}
+	lookup := func(name string) (string, bool) {
+		if !strings.HasPrefix(name, cfg.Admin.EnvPrefix) {
+			return "", false
+		}
+		return os.LookupEnv(name)
+	}
+	for _, rec := range recs {
+		switch {
+		case inFile[rec.Name]:
+			if rec.Source == store.ServerSourceAPI {
+				logger.Warn("a server registered through the admin API has the name of a server in the config file; the file's is used", "server", rec.Name)
+			}
+			if rec.Enabled != nil {
+				if err := mgr.SetEnabled(rec.Name, *rec.Enabled); err != nil {
+					return fmt.Errorf("switching server %q: %w", rec.Name, err)
+				}
+			}
+		case rec.Source == store.ServerSourceAPI:
+			srv, ps := config.ParseServer(rec.Entry, cfg.Naming, lookup)
+			if len(ps) > 0 {
+				logger.Error("skipping a server registered through the admin API: its entry no longer validates", "server", rec.Name, "problems", ps.Error())
+				continue
+			}
+			if srv.Transport == config.TransportStdio && !slices.Contains(cfg.Admin.StdioCommands, srv.Command) {
+				logger.Error("skipping a stdio server registered through the admin API: its command is no longer in admin.stdio_commands", "server", rec.Name)
+				continue
+			}
+			if rec.Enabled != nil {
+				srv.Enabled = rec.Enabled
+			}
+			if err := mgr.Add(srv); err != nil {
+				return fmt.Errorf("adding server %q: %w", rec.Name, err)
+			}
+		default:
+			// The admin API's switch for a config server that left the
+			// file: nothing to apply.
+		}
+	}
+	return nil
 }

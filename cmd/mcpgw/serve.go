@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
@@ -45,6 +47,14 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	defer ln.Close()
 	publicURL := fixPublicURL(cfg.PublicURL, cfg.Listen, ln.Addr().String())
 
+	var adminLn net.Listener
+	if cfg.Admin.Listen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			return fmt.Errorf("listening on %s (admin.listen): %w", cfg.Admin.Listen, err)
+		}
+		defer adminLn.Close()
+	}
+
 	if cfg.Secret == "" {
 		logger.Info("no secret configured; sessions will not survive a restart")
 	}
@@ -55,14 +65,42 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		return err
 	}
 
+	r := &reloader{path: path, lookup: lookupEnv, mgr: p.mgr, db: p.db, adm: p.adm, logger: logger, cfg: cfg}
+	p.adm.SetReloader(r.reload)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if _, err := r.reload(ctx); err != nil {
+					logger.Error("reloading the config on SIGHUP failed; nothing was changed", "err", err)
+				}
+			}
+		}
+	}()
+
 	srv := &http.Server{
 		Handler:           p.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // the main and the admin listener
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String(), "public_url", publicURL, "servers", len(cfg.Servers), "version", buildVersion())
+	var adminSrv *http.Server
+	if adminLn != nil {
+		adminSrv = &http.Server{
+			Handler:           p.adminHandler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		}
+		go func() { serveErr <- adminSrv.Serve(adminLn) }()
+		logger.Info("admin API listening", "addr", adminLn.Addr().String())
+	}
 
 	select {
 	case <-ctx.Done():
@@ -71,6 +109,14 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		logger.Error("HTTP server stopped", "err", err)
 	}
 
+	if adminSrv != nil {
+		// The admin API stops first: no server changes during the drain.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpFlush)
+		if err := adminSrv.Shutdown(actx); err != nil {
+			adminSrv.Close()
+		}
+		cancel()
+	}
 	if err := p.shutdown(ctx, time.Duration(cfg.ShutdownGrace), srv); err != nil {
 		logger.Warn("shutdown was not clean", "err", err)
 	}

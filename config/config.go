@@ -44,6 +44,8 @@ const (
 	DefaultTaskPollInterval    = time.Second
 	DefaultMaxHostedTasks      = 16
 	DefaultAdminEnvPrefix      = "MCPGW_UPSTREAM_"
+	DefaultJWTLeeway           = 30 * time.Second
+	DefaultMaxLimiters         = 10000
 	DefaultMediaMinBytes       = 4 << 10
 	DefaultMediaMaxBytes       = 1 << 30
 	DefaultMediaMaxAge         = 24 * time.Hour
@@ -176,6 +178,10 @@ type Config struct {
 	// Media configures the rewrite of image, audio and embedded blobs into
 	// links to /media, which the gateway serves.
 	Media Media `yaml:"media"`
+	// ACL says who may use which servers, tools, prompts and resources.
+	ACL ACL `yaml:"acl"`
+	// RateLimits bounds how often each principal may call.
+	RateLimits RateLimits `yaml:"rate_limits"`
 	// TrustedProxies are the peers (IP addresses or CIDR ranges, such as
 	// "10.0.0.0/8") whose X-Forwarded-Proto and X-Forwarded-Host are
 	// believed: a request through one of them gets media URLs on the
@@ -261,6 +267,113 @@ type Auth struct {
 	Anonymous *bool `yaml:"anonymous"`
 	// APIKeys are the accepted bearer tokens, kept hashed.
 	APIKeys []APIKey `yaml:"api_keys"`
+	// JWT accepts OAuth 2.1 access tokens (the gateway as a resource
+	// server): JWTs signed by the issuer's keys. Off when Issuer is "".
+	JWT JWT `yaml:"jwt"`
+}
+
+// JWT configures OAuth 2.1 resource-server mode (MCP 2025-11-25,
+// basic/authorization): bearer JWTs checked against the issuer's JWKS.
+type JWT struct {
+	// Issuer is the authorization server's issuer URL; a token's "iss"
+	// must equal it. Setting it turns JWTs on.
+	Issuer string `yaml:"issuer"`
+	// JWKSURL is where the issuer's signing keys are. Default: the
+	// jwks_uri of <issuer>/.well-known/oauth-authorization-server, else of
+	// <issuer>/.well-known/openid-configuration.
+	JWKSURL string `yaml:"jwks_url"`
+	// Audience is what a token's "aud" must contain. Default: the
+	// gateway's resource URL, <public_url>/mcp (RFC 8707).
+	Audience string `yaml:"audience"`
+	// Algorithms are the accepted signature algorithms. Default RS256 and
+	// ES256; "none" and the HMAC ones are never accepted.
+	Algorithms []string `yaml:"algorithms"`
+	// Leeway is the clock skew allowed on exp, nbf and iat. Default
+	// DefaultJWTLeeway.
+	Leeway Duration `yaml:"leeway"`
+	// PrincipalClaim names the claim that is the principal. Default "sub".
+	PrincipalClaim string `yaml:"principal_claim"`
+	// GroupsClaim names the claim (a string or a list of strings) that
+	// gives the principal's groups. Default "groups".
+	GroupsClaim string `yaml:"groups_claim"`
+	// Scopes are the scopes a token must all have (its "scope", space
+	// separated, or "scp"); also advertised as scopes_supported. Default
+	// none.
+	Scopes []string `yaml:"scopes"`
+	// AuthorizationServers are advertised in the protected-resource
+	// metadata (RFC 9728). Default: Issuer.
+	AuthorizationServers []string `yaml:"authorization_servers"`
+}
+
+// Enabled reports whether JWTs are accepted.
+func (j JWT) Enabled() bool { return j.Issuer != "" }
+
+// ACL says which principals may use which servers, tools, prompts and
+// resources. With no rules everybody may use everything.
+type ACL struct {
+	// Default is the effect when no rule matches: "allow" or "deny".
+	// Default "allow" without rules, "deny" with them.
+	Default string `yaml:"default"`
+	// Rules are checked all: a matching deny wins over a matching allow.
+	Rules []ACLRule `yaml:"rules"`
+}
+
+// DefaultEffect returns the effect when no rule matches.
+func (a ACL) DefaultEffect() string {
+	if a.Default != "" {
+		return a.Default
+	}
+	if len(a.Rules) == 0 {
+		return ACLAllow
+	}
+	return ACLDeny
+}
+
+// ACL effects.
+const (
+	ACLAllow = "allow"
+	ACLDeny  = "deny"
+)
+
+// ACLRule is one access rule. It applies to a caller named in Principals
+// or in one of Groups (both empty: every caller, anonymous included), and
+// to an item (a tool, prompt, resource or resource template) whose server
+// matches Servers or whose exposed name (a resource: its exposed URI)
+// matches Tools, Prompts or Resources. Patterns are globs (* ? [a-z]).
+type ACLRule struct {
+	Effect     string   `yaml:"effect"` // ACLAllow or ACLDeny
+	Principals []string `yaml:"principals"`
+	Groups     []string `yaml:"groups"`
+	Servers    []string `yaml:"servers"`
+	Tools      []string `yaml:"tools"`
+	Prompts    []string `yaml:"prompts"`
+	Resources  []string `yaml:"resources"`
+}
+
+// RateLimits bounds how often each principal may call the gateway.
+type RateLimits struct {
+	// PerPrincipal bounds each principal's requests on /mcp (429 with
+	// Retry-After above it). Zero Rate: no limit.
+	PerPrincipal Rate `yaml:"per_principal"`
+	// MaxPrincipals bounds the principals whose limiters are kept (the
+	// least recently used go first). Default DefaultMaxLimiters.
+	MaxPrincipals int `yaml:"max_principals"`
+}
+
+// Rate is a token bucket: Rate requests per second on average, Burst at
+// once.
+type Rate struct {
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+}
+
+// ServerLimit bounds the calls to one server.
+type ServerLimit struct {
+	// Rate and Burst bound the calls per second (zero Rate: none).
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+	// MaxConcurrent bounds the calls in flight at once (0: none).
+	MaxConcurrent int `yaml:"max_concurrent"`
 }
 
 // APIKey is one accepted bearer token.
@@ -466,6 +579,13 @@ type Server struct {
 	HostTasks *bool `yaml:"host_tasks"`
 	// Media overrides the media rewrite for this server's results.
 	Media ServerMedia `yaml:"media"`
+	// RateLimit bounds the calls to this server (-31003 above it).
+	RateLimit ServerLimit `yaml:"rate_limit"`
+	// ForwardHeaders are the client request headers passed on to this
+	// server's HTTP requests (http and sse transports), by name. Default
+	// none: a server gets only its own credentials and headers; a client's
+	// Authorization and Cookie are never forwarded.
+	ForwardHeaders []string `yaml:"forward_headers"`
 	// ForwardNotifications sends the server's notifications that mcpgw
 	// does not know (custom event/* pushes) to every session's GET stream.
 	// Default false: they are only kept in the event store.

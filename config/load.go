@@ -471,11 +471,13 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		if len(d.ps) == before {
 			v.Set(m)
 		}
-	case reflect.String, reflect.Int, reflect.Bool:
+	case reflect.String, reflect.Int, reflect.Bool, reflect.Float64:
 		want := "a string"
 		switch v.Kind() {
 		case reflect.Int:
 			want = "a whole number"
+		case reflect.Float64:
+			want = "a number"
 		case reflect.Bool:
 			want = "true or false"
 		}
@@ -495,9 +497,6 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// decodeServer decodes, expands and validates the i'th entry of servers,
-// under the gateway's naming settings, over defaultServer. Its problems are
-// not Fatal.
 // ParseServer parses one server entry on its own, as the admin API
 // receives it: a JSON (or YAML) object with the keys of a servers[] entry
 // of the file. It is decoded, defaulted, expanded with lookupEnv and
@@ -524,6 +523,9 @@ func ParseServer(data []byte, global Naming, lookupEnv func(string) (string, boo
 	return s, ps
 }
 
+// decodeServer decodes, expands and validates the i'th entry of servers,
+// under the gateway's naming settings, over defaultServer. Its problems are
+// not Fatal.
 func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv func(string) (string, bool)) (Server, Problems) {
 	s := DefaultServer()
 	base := serverPath(i, "")

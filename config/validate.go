@@ -5,7 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"path"
+	"net/textproto"
+	pathpkg "path"
 	"slices"
 	"strconv"
 	"strings"
@@ -307,6 +308,63 @@ func (c *Config) validateGateway() Problems {
 			}
 		}
 	}
+	if j := c.Auth.JWT; j.Enabled() || j.JWKSURL != "" || j.Audience != "" || len(j.Scopes) > 0 {
+		if !j.Enabled() {
+			add("auth.jwt.issuer", "missing: the other auth.jwt settings need the issuer's URL")
+		} else if msg := checkHTTPSURL(j.Issuer); msg != "" {
+			add("auth.jwt.issuer", "%s", msg)
+		}
+		if j.JWKSURL != "" {
+			if msg := checkHTTPSURL(j.JWKSURL); msg != "" {
+				add("auth.jwt.jwks_url", "%s", msg)
+			}
+		}
+		for i, a := range j.Algorithms {
+			if !slices.Contains(jwtAlgorithms, a) {
+				add(fmt.Sprintf("auth.jwt.algorithms[%d]", i), "%q is not one of %s (none and the HMAC algorithms are never accepted)", a, strings.Join(jwtAlgorithms, ", "))
+			}
+		}
+		if j.Leeway < 0 || j.Leeway > Duration(5*time.Minute) {
+			add("auth.jwt.leeway", "must be from 0s to 5m")
+		}
+		for i, u := range j.AuthorizationServers {
+			if msg := checkHTTPSURL(u); msg != "" {
+				add(fmt.Sprintf("auth.jwt.authorization_servers[%d]", i), "%s", msg)
+			}
+		}
+	}
+	switch c.ACL.Default {
+	case "", ACLAllow, ACLDeny:
+	default:
+		add("acl.default", "%q is not allow or deny", c.ACL.Default)
+	}
+	for i, r := range c.ACL.Rules {
+		rpath := fmt.Sprintf("acl.rules[%d]", i)
+		if r.Effect != ACLAllow && r.Effect != ACLDeny {
+			add(rpath+".effect", "%q is not allow or deny", r.Effect)
+		}
+		if len(r.Servers)+len(r.Tools)+len(r.Prompts)+len(r.Resources) == 0 {
+			add(rpath, "matches nothing: give servers, tools, prompts or resources (\"*\" for everything)")
+		}
+		for key, pats := range map[string][]string{"servers": r.Servers, "tools": r.Tools, "prompts": r.Prompts, "resources": r.Resources} {
+			for j, p := range pats {
+				if _, err := pathpkg.Match(p, ""); err != nil || p == "" {
+					add(fmt.Sprintf("%s.%s[%d]", rpath, key, j), "%q is not a valid glob pattern", p)
+				}
+			}
+		}
+		for j, g := range append(append([]string(nil), r.Principals...), r.Groups...) {
+			if g == "" {
+				add(fmt.Sprintf("%s.principals/groups[%d]", rpath, j), "is empty")
+			}
+		}
+	}
+	if r := c.RateLimits.PerPrincipal; r.Rate < 0 || r.Burst < 0 || r.Rate > 0 && r.Burst < 1 {
+		add("rate_limits.per_principal", "needs rate > 0 and burst >= 1 (or rate 0 for no limit)")
+	}
+	if c.RateLimits.MaxPrincipals < 0 {
+		add("rate_limits.max_principals", "must be 0 (the default) or more")
+	}
 	for i, t := range c.Admin.Tokens {
 		if !validTokenHash(t) {
 			// Never show t: it may be the token itself, pasted by mistake.
@@ -385,9 +443,9 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 		for _, f := range []struct {
 			key string
 			set bool
-		}{{"url", s.URL != ""}, {"api_key", s.APIKey != ""}, {"headers", len(s.Headers) > 0}} {
+		}{{"url", s.URL != ""}, {"api_key", s.APIKey != ""}, {"headers", len(s.Headers) > 0}, {"forward_headers", len(s.ForwardHeaders) > 0}} {
 			if f.set {
-				add(f.key, "not used by stdio servers (url, api_key and headers are for http and sse)")
+				add(f.key, "not used by stdio servers (url, api_key, headers and forward_headers are for http and sse)")
 			}
 		}
 	case TransportHTTP, TransportSSE:
@@ -458,6 +516,17 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 	}
 	ps = append(ps, validateTools(s.Tools, join(path, "tools"), global, s.Name)...)
 
+	if r := s.RateLimit; r.Rate < 0 || r.Burst < 0 || r.Rate > 0 && r.Burst < 1 || r.MaxConcurrent < 0 {
+		addAt(join(path, "rate_limit"), "needs rate > 0 and burst >= 1 (or rate 0 for none), and max_concurrent >= 0")
+	}
+	for i, h := range s.ForwardHeaders {
+		switch k := textproto.CanonicalMIMEHeaderKey(h); {
+		case !validToken(h):
+			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%q is not a header name", h)
+		case slices.Contains(neverForwarded, k):
+			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%s is never forwarded: a client's credentials and the gateway's protocol headers stay at the gateway", k)
+		}
+	}
 	if m := s.Media.Mode; m != "" && !slices.Contains(mediaModes, m) {
 		addAt(join(join(path, "media"), "mode"), "%q is not one of %s (or leave it out for the gateway's media.mode)", m, strings.Join(mediaModes, ", "))
 	}
@@ -530,7 +599,7 @@ func validateTools(t ToolOptions, at string, global Naming, server string) Probl
 		patterns []string
 	}{{"allow", t.Allow}, {"deny", t.Deny}} {
 		for i, p := range list.patterns {
-			if _, err := path.Match(p, ""); err != nil {
+			if _, err := pathpkg.Match(p, ""); err != nil {
 				add(fmt.Sprintf("%s[%d]", join(at, list.key), i), `%q is not a valid glob (path.Match syntax: *, ?, [a-z] and \ to escape)`, p)
 			}
 		}
@@ -848,4 +917,36 @@ func ParseProxy(s string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// jwtAlgorithms are the JWT signature algorithms auth.jwt.algorithms may
+// name: asymmetric ones only.
+var jwtAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// neverForwarded are the client headers no forward_headers may name.
+var neverForwarded = []string{"Authorization", "Cookie", "Proxy-Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Host", "Content-Length", "Content-Type", "Accept", "Last-Event-Id"}
+
+// checkHTTPSURL returns what is wrong with the URL of an authorization
+// server, or "": https, or http on a loopback host (tests, development).
+func checkHTTPSURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return fmt.Sprintf("%q is not an absolute URL", s)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+	default:
+		return fmt.Sprintf("%q must be https (or http on a loopback host)", s)
+	}
+	return ""
+}
+
+// isLoopbackHost reports whether host names this machine.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -272,6 +272,17 @@ func TestAdmin_Reload(t *testing.T) {
 	// SIGHUP: two leaves, three comes.
 	rewrite("servers:\n" + server("one") + server("three"))
 	g.cmd.Process.Signal(syscall.SIGHUP)
+	// The reload runs in the background: wait for three to exist.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if status, _ := g.adminDo(t, "GET", "/admin/servers/three", g.Admin, ""); status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no server three 30s after SIGHUP; gateway log:\n%s", g.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	g.waitState(t, "three", "running")
 	waitTools(t, cs, "mcp__two__echo", false)
 	if status, _ := g.adminDo(t, "GET", "/admin/servers/two", g.Admin, ""); status != http.StatusNotFound {

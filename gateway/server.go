@@ -93,6 +93,10 @@ type Options struct {
 	// PublicURL is the gateway's URL for clients (scheme and host), the
 	// start of media links when the edge sets no Request.BaseURL.
 	PublicURL string
+	// Events keeps the server notifications of the admin API (EventsPage)
+	// beyond the process; the dedup window stays in memory. If nil, the
+	// last 1000 are kept in memory only, numbered from 1 in each process.
+	Events EventStore
 }
 
 // Server is the gateway core. It is safe for concurrent use. Create it
@@ -263,8 +267,11 @@ func New(opts Options) (*Server, error) {
 	s.tasks.init()
 	s.relay.init()
 	s.logs.init()
-	s.events = newEventStore(maxEvents, eventDedupWindow)
 	s.life, s.stopLife = context.WithCancel(context.Background())
+	s.events = newEventStore(maxEvents, eventDedupWindow)
+	if opts.Events != nil {
+		s.events.persist(opts.Events, s.life, logger)
+	}
 	for _, sc := range opts.Servers {
 		s.settings[sc.Name] = s.settingsFor(sc)
 	}
@@ -297,10 +304,12 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close stops following upstream changes, drops pending notices, and
-// cancels and waits for the core's background calls.
+// Close stops following upstream changes, drops pending notices, makes a
+// last attempt to write the events Options.Events lacks, and cancels and
+// waits for the core's background calls.
 func (s *Server) Close() {
 	s.stopWatch()
+	s.events.close()
 	s.mu.Lock()
 	s.closed = true
 	if s.timer != nil {

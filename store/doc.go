@@ -1,7 +1,9 @@
 // Package store is mcpgw's persistence. It keeps what must outlive a
-// process: task records (issue 5) and the admin API's server records (the
+// process: task records (issue 5), the admin API's server records (the
 // servers registered through it, and its enabled overrides of the config
-// file's servers); events and other admin state come in later migrations.
+// file's servers) and the gateway's events (the server notifications of
+// GET /admin/events, the newest MaxEvents); other admin state comes in
+// later migrations.
 //
 // The default is one SQLite file under data_dir (DESIGN decision 10), through
 // the pure-Go driver modernc.org/sqlite, so the binary needs no cgo. Replicas
@@ -15,9 +17,11 @@
 // foreign keys) and splits the work between two pools over the same file:
 //
 //	PutTask, DeleteExpiredTasks,
-//	PutServer, DeleteServer      ──► writer: 1 connection, BEGIN IMMEDIATE
+//	PutServer, DeleteServer,
+//	AddEvent, AddRepeat          ──► writer: 1 connection, BEGIN IMMEDIATE
 //	GetTask, ListTasks, ...,
-//	GetServer, ListServers       ──► readers: a few query_only connections
+//	GetServer, ListServers,
+//	ListEvents                   ──► readers: a few query_only connections
 //
 // WAL lets readers run beside the one writer, and a single writer
 // connection means the process's own writes queue in database/sql rather
@@ -43,7 +47,7 @@
 // Errors name the operation that failed but never a task's id (it may be a
 // capability a client presents) or its result (it may hold user data). They
 // do name a server (its name is not secret) but never show its entry, a
-// definition that may hold credentials.
+// definition that may hold credentials, nor an event's params.
 //
 // Memory is the same store in memory, for when no database is configured;
 // the tests hold it to SQLite's behaviour.

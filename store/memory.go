@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,14 +12,17 @@ import (
 	"time"
 )
 
-// Memory keeps task and server records in memory, with the same behaviour
-// as SQLite but nothing survives the process. The gateway uses it when no
-// database is configured (embedding, tests). It is safe for concurrent use.
+// Memory keeps task, server and event records in memory, with the same
+// behaviour as SQLite but nothing survives the process. The gateway uses it
+// when no database is configured (embedding, tests). It is safe for
+// concurrent use.
 type Memory struct {
-	mu      sync.Mutex
-	tasks   map[string]Task
-	servers map[string]Server
-	now     func() time.Time
+	mu       sync.Mutex
+	tasks    map[string]Task
+	servers  map[string]Server
+	events   []Event // in Seq order
+	eventSeq uint64  // the last Seq given, as SQLite's AUTOINCREMENT keeps it
+	now      func() time.Time
 }
 
 // NewMemory returns an empty Memory store.
@@ -227,4 +231,82 @@ func (m *Memory) DeleteServer(ctx context.Context, name string) error {
 	}
 	delete(m.servers, name)
 	return nil
+}
+
+// normalizeEvent is what a round trip through SQLite does to an event: its
+// time in UTC (without a monotonic reading), empty Params as nil. It also
+// copies Params, so that neither side's later changes reach the other.
+func normalizeEvent(ev Event) Event {
+	ev.Time = ev.Time.UTC()
+	if len(ev.Params) == 0 {
+		ev.Params = nil
+	} else {
+		ev.Params = append(json.RawMessage(nil), ev.Params...)
+	}
+	return ev
+}
+
+// AddEvent stores ev as the newest event and returns the Seq it gave it,
+// as (*SQLite).AddEvent does, deleting the events MaxEvents or more below
+// it.
+func (m *Memory) AddEvent(ctx context.Context, ev Event) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("adding an event: %w", err)
+	}
+	if err := checkEvent(ev); err != nil {
+		return 0, fmt.Errorf("adding an event: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ev.Time.IsZero() {
+		ev.Time = m.now()
+	}
+	m.eventSeq++
+	ev.Seq = m.eventSeq
+	m.events = append(m.events, normalizeEvent(ev))
+	if ev.Seq > maxEvents {
+		bound := ev.Seq - maxEvents
+		i, _ := slices.BinarySearchFunc(m.events, bound+1, func(e Event, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+		m.events = slices.Delete(m.events, 0, i)
+	}
+	return ev.Seq, nil
+}
+
+// AddRepeat counts one more repeat of the event seq, or returns ErrNotFound
+// if the store no longer has it.
+func (m *Memory) AddRepeat(ctx context.Context, seq uint64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("adding a repeat of event %d: %w", seq, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, ok := slices.BinarySearchFunc(m.events, seq, func(e Event, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	if !ok {
+		return fmt.Errorf("adding a repeat of event %d: %w", seq, ErrNotFound)
+	}
+	m.events[i].Repeats++
+	return nil
+}
+
+// ListEvents returns the events whose Seq is above after, of server and of
+// method when they are not "", in Seq order, at most limit of them (all if
+// limit <= 0).
+func (m *Memory) ListEvents(ctx context.Context, server, method string, after uint64, limit int) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(m.events, after, func(e Event, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	var out []Event
+	for _, ev := range m.events[i:] {
+		if ev.Seq <= after || server != "" && ev.Server != server || method != "" && ev.Method != method {
+			continue
+		}
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		out = append(out, normalizeEvent(ev))
+	}
+	return out, nil
 }

@@ -66,6 +66,24 @@ CREATE TABLE servers (
 	CHECK ((source = 'api' AND entry IS NOT NULL) OR (source = 'config' AND entry IS NULL))
 ) STRICT;
 `},
+	{name: "events", sql: `
+-- The gateway's event store (events.go): server notifications it does not
+-- know, for GET /admin/events. seq is the admin API's cursor: AUTOINCREMENT
+-- keeps it growing and never reuses one, even after AddEvent deleted the
+-- oldest rows or the newest ones were deleted before a restart.
+CREATE TABLE events (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	server  TEXT    NOT NULL,
+	method  TEXT    NOT NULL,
+	params  TEXT,             -- JSON, kept byte for byte; NULL: none
+	time    TEXT    NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	repeats INTEGER NOT NULL DEFAULT 0 CHECK (repeats >= 0)
+) STRICT;
+
+-- ListEvents by server, by method, in seq order.
+CREATE INDEX events_server_seq ON events (server, seq);
+CREATE INDEX events_method_seq ON events (method, seq);
+`},
 }
 
 const createMigrationsTable = `

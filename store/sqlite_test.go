@@ -29,7 +29,7 @@ func openTest(t testing.TB) *SQLite {
 }
 
 // shipped is what appliedVersions lists for a database this binary made.
-var shipped = []string{"1 tasks", "2 servers"}
+var shipped = []string{"1 tasks", "2 servers", "3 events"}
 
 // appliedVersions lists schema_migrations' versions and names.
 func appliedVersions(t *testing.T, db *sql.DB) []string {
@@ -224,22 +224,22 @@ func TestMigrate(t *testing.T) {
 	)
 	s, err = open(ctx, path, next)
 	if err != nil {
-		t.Fatalf("migrating to 4: %v", err)
+		t.Fatalf("migrating to 5: %v", err)
 	}
-	if diff := cmp.Diff([]string{"1 tasks", "2 servers", "3 widgets", "4 gadgets"}, appliedVersions(t, s.w)); diff != "" {
-		t.Errorf("after migrating to 4: versions (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"1 tasks", "2 servers", "3 events", "4 widgets", "5 gadgets"}, appliedVersions(t, s.w)); diff != "" {
+		t.Errorf("after migrating to 5: versions (-want +got):\n%s", diff)
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO widgets (id) VALUES ('w')`); err != nil {
-		t.Errorf("migration 3's table: %v", err)
+		t.Errorf("migration 4's table: %v", err)
 	}
 	s.Close()
 
 	// This binary refuses the database from the future, naming both versions.
 	_, err = Open(ctx, path)
 	if err == nil {
-		t.Fatal("Open of a database at version 4 succeeded")
+		t.Fatal("Open of a database at version 5 succeeded")
 	}
-	for _, want := range []string{path, "schema version 4", "(version 2)"} {
+	for _, want := range []string{path, "schema version 5", "(version 3)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -303,11 +303,11 @@ func TestMigrate_FailureRollsBack(t *testing.T) {
 	if err == nil {
 		t.Fatal("a failing migration succeeded")
 	}
-	if want := "applying migration 3 (half)"; !strings.Contains(err.Error(), want) {
+	if want := "applying migration 4 (half)"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not mention %q", err, want)
 	}
 
-	// Version 2 stayed, and nothing of version 3.
+	// Version 3 stayed, and nothing of version 4.
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)

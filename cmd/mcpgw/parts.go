@@ -93,6 +93,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		MediaConfig:         cfg.Media,
 		PublicURL:           cfg.PublicURL,
 		Tasks:               db,
+		Events:              db,
 		TaskConfig:          cfg.Tasks,
 		Upstreams:           mgr,
 		Logger:              logger,

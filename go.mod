@@ -11,6 +11,7 @@ require (
 	github.com/r3labs/sse/v2 v2.10.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.15.0
 	gopkg.in/cenkalti/backoff.v1 v1.1.0
 	modernc.org/sqlite v1.62.0
 )
@@ -39,7 +40,6 @@ require (
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

@@ -85,8 +85,9 @@ var errSessionExpired = errors.New("upstream session expired")
 // legacy SSE, a progress notification with the call's progress token, and
 // any other request or call-scoped notification while this is the only
 // call in flight with hooks (see Client.hooksFor). A caller that cannot
-// relay anything should pass nil hooks, so as not to make other calls'
-// messages ambiguous.
+// relay anything should leave Notify and Request nil (or pass nil hooks),
+// so as not to make other calls' messages ambiguous; hooks with only a
+// Header relay nothing and claim no message.
 type CallHooks struct {
 	// Notify receives notifications tied to the call (progress, log
 	// messages). Nil drops them.
@@ -95,7 +96,22 @@ type CallHooks struct {
 	// (elicitation, sampling, roots). Nil leaves it to the Client's
 	// OnRequest.
 	Request RequestHandler
+	// Header holds the headers of the client's request that the call
+	// serves, as the edge received it. The http and sse transports copy
+	// onto the POST that carries the call those the server's
+	// forward_headers name (config.Server.ForwardHeaders; names match
+	// case-insensitively, all values are copied), except credentials
+	// (Authorization, Cookie, Proxy-Authorization), the transports' own
+	// headers and the server's configured ones, which always win. Nothing
+	// else of the call carries them: not its cancellation, not a resumed
+	// stream's GET, not an initialize after the session expired. Over
+	// stdio, and for a server without forward_headers, it is ignored. It
+	// is read, never changed. Nil forwards nothing.
+	Header http.Header
 }
+
+// relays reports whether h takes any of the server's messages.
+func (h *CallHooks) relays() bool { return h != nil && (h.Notify != nil || h.Request != nil) }
 
 // RequestHandler answers a request from the server. It returns a result, or
 // a *jsonrpc.Error to send back as the error response.
@@ -500,20 +516,20 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		return nil, ErrClosed
 	}
 	c.pending[id.String()] = pc
-	if hooks != nil {
+	if hooks.relays() {
 		c.hooked++
 	}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.pending, id.String())
-		if hooks != nil {
+		if hooks.relays() {
 			c.hooked--
 		}
 		c.mu.Unlock()
 	}()
 
-	if err := c.t.send(ctx, jsonrpc.NewRequest(id, method, params)); err != nil {
+	if err := c.sendRequest(ctx, jsonrpc.NewRequest(id, method, params), hooks); err != nil {
 		// The answer may have been read before the error (a stream that
 		// broke after the response).
 		select {
@@ -552,6 +568,25 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		}
 		return nil, &ConnectionError{Server: c.opts.Name, Err: c.t.err()}
 	}
+}
+
+// headerForwarder is implemented by the transports that carry each
+// message in an HTTP request of its own (http, sse).
+type headerForwarder interface {
+	// sendForwarding is send, adding to m's HTTP request the headers of
+	// h that the server's forward_headers name (see CallHooks.Header).
+	sendForwarding(ctx context.Context, m *jsonrpc.Message, h http.Header) error
+}
+
+// sendRequest sends m, with the client headers of hooks when the
+// transport forwards them.
+func (c *Client) sendRequest(ctx context.Context, m *jsonrpc.Message, hooks *CallHooks) error {
+	if hooks != nil && len(hooks.Header) > 0 {
+		if hf, ok := c.t.(headerForwarder); ok {
+			return hf.sendForwarding(ctx, m, hooks.Header)
+		}
+	}
+	return c.t.send(ctx, m)
 }
 
 func result(m *jsonrpc.Message) (json.RawMessage, error) {
@@ -783,7 +818,7 @@ func (c *Client) hooksFor(rel related, m *jsonrpc.Message) *CallHooks {
 		return nil
 	}
 	for _, pc := range c.pending {
-		if pc.hooks != nil {
+		if pc.hooks.relays() {
 			return pc.hooks
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -402,7 +403,7 @@ func TestClient_Attribution(t *testing.T) {
 	tests := []struct {
 		name    string
 		streams bool     // the transport has request streams (HTTP)
-		calls   []string // progress tokens of the calls in flight ("-": no hooks, "": hooks, no token)
+		calls   []string // progress tokens of the calls in flight ("-": no hooks, "h": hooks with only a Header, "": hooks, no token)
 		msg     *jsonrpc.Message
 		want    string // who got msg: "call 0", "call 1", "unattributed"
 	}{
@@ -411,6 +412,9 @@ func TestClient_Attribution(t *testing.T) {
 		{name: "request, one call without hooks besides", calls: []string{"-", ""}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "call 1"},
 		{name: "request, no call", calls: nil, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "unattributed"},
 		{name: "request, only a call without hooks", calls: []string{"-"}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "unattributed"},
+		{name: "request, one call with only a Header besides", calls: []string{"h", ""}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "call 1"},
+		{name: "request, only a call with only a Header", calls: []string{"h"}, msg: jsonrpc.NewRequest(jsonrpc.StringID("q"), "roots/list", nil), want: "unattributed"},
+		{name: "log message, one call with only a Header besides", calls: []string{"", "h"}, msg: jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"info","data":"x"}`)), want: "call 0"},
 		{name: "log message, one call", calls: []string{""}, msg: jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"info","data":"x"}`)), want: "call 0"},
 		{name: "log message, two calls", calls: []string{"", ""}, msg: jsonrpc.NewNotification("notifications/message", json.RawMessage(`{"level":"info","data":"x"}`)), want: "unattributed"},
 		{name: "progress by token", calls: []string{`"a"`, `7`}, msg: jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":7,"progress":1}`)), want: "call 1"},
@@ -460,7 +464,11 @@ func TestClient_Attribution(t *testing.T) {
 			var wg sync.WaitGroup
 			for i, tok := range tt.calls {
 				var hooks *CallHooks
-				if tok != "-" {
+				switch tok {
+				case "-":
+				case "h":
+					hooks = &CallHooks{Header: http.Header{"X-Request-Id": {"r1"}}}
+				default:
 					who := fmt.Sprintf("call %d", i)
 					hooks = &CallHooks{
 						Notify: func(*jsonrpc.Message) { record(who) },
@@ -471,7 +479,7 @@ func TestClient_Attribution(t *testing.T) {
 					}
 				}
 				params := json.RawMessage(`{"name":"slow"}`)
-				if tok != "" && tok != "-" {
+				if tok != "" && tok != "-" && tok != "h" {
 					params = json.RawMessage(`{"name":"slow","_meta":{"progressToken":` + tok + `}}`)
 				}
 				wg.Go(func() {

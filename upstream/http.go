@@ -44,7 +44,9 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,6 +104,7 @@ type peer struct {
 	safeURL string // scheme://host/path, for logs and errors
 	apiKey  string
 	headers map[string]string
+	forward []string // forward_headers, canonical, without the ones never forwarded
 	hc      *http.Client
 	max     int64
 	logger  *slog.Logger
@@ -118,6 +121,7 @@ func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
 		safeURL: "(invalid URL)",
 		apiKey:  srv.APIKey,
 		headers: srv.Headers,
+		forward: forwardable(srv.ForwardHeaders),
 		hc:      opts.HTTPClient,
 		max:     opts.MaxMessageBytes,
 	}
@@ -193,6 +197,50 @@ func (p *peer) headerMap(sid, version string) map[string]string {
 		h[headerProtocolVersion] = version
 	}
 	return h
+}
+
+// neverForwarded are the client headers no forward_headers entry passes
+// on, whatever the configuration says (config refuses them too): the
+// client's credentials, the transports' own headers and hop-by-hop ones.
+var neverForwarded = []string{
+	"Authorization", "Cookie", "Proxy-Authorization",
+	"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id",
+	"Host", "Content-Length", "Content-Type", "Accept", "Accept-Encoding",
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// forwardable returns names in canonical form, without the ones never
+// forwarded and without repeats.
+func forwardable(names []string) []string {
+	var out []string
+	for _, n := range names {
+		k := textproto.CanonicalMIMEHeaderKey(n)
+		if k != "" && !slices.Contains(neverForwarded, k) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// forwardHeaders copies onto req the headers of h, a client's request
+// headers, that the server's forward_headers name and req does not have
+// yet: our own and the configured ones win.
+func (p *peer) forwardHeaders(req *http.Request, h http.Header) {
+	if len(p.forward) == 0 || len(h) == 0 {
+		return
+	}
+	fwd := make(http.Header)
+	for k, vs := range h {
+		// The edge's headers are canonical; a hand-made map may not be.
+		if ck := textproto.CanonicalMIMEHeaderKey(k); slices.Contains(p.forward, ck) {
+			fwd[ck] = append(fwd[ck], vs...)
+		}
+	}
+	for k, vs := range fwd {
+		if _, ours := req.Header[k]; !ours && len(vs) > 0 {
+			req.Header[k] = vs
+		}
+	}
 }
 
 // netError rewrites the *url.Error of a failed request so that it names the
@@ -465,6 +513,14 @@ func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
 }
 
 func (t *httpTransport) send(ctx context.Context, m *jsonrpc.Message) error {
+	return t.sendForwarding(ctx, m, nil)
+}
+
+var _ headerForwarder = (*httpTransport)(nil)
+
+// sendForwarding is send, with the client headers of h that the server's
+// forward_headers name on the POST (see CallHooks.Header).
+func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h http.Header) error {
 	body, err := jsonrpc.Encode(m)
 	if err != nil {
 		return err
@@ -492,6 +548,7 @@ func (t *httpTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	t.forwardHeaders(req, h)
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		cancel()

@@ -178,6 +178,7 @@ type entry struct {
 	cfg    config.Server
 	log    *serverLog    // nil without LogDir
 	sem    chan struct{} // one slot when cfg.Serialize, else nil
+	limits *limits       // cfg.RateLimit; nil when it sets none
 	pool   *pool         // nil for shared servers
 	status Status
 	client *Client // the base client; nil unless starting or running
@@ -253,7 +254,7 @@ func (m *Manager) newEntry(srv config.Server, log *serverLog) *entry {
 	if !srv.IsEnabled() {
 		st.State = StateDisabled
 	}
-	e := &entry{cfg: srv, log: log, status: st, pool: newPool(srv),
+	e := &entry{cfg: srv, log: log, status: st, pool: newPool(srv), limits: newLimits(srv.RateLimit),
 		refreshing: map[listKind]bool{}, dirty: map[listKind]bool{}, listErrs: map[listKind]string{}}
 	if srv.Serialize {
 		e.sem = make(chan struct{}, 1)
@@ -479,9 +480,11 @@ var ErrUnknownServer = errors.New("unknown server")
 // (shared), or the caller's own, connected at its first call within the
 // start timeout (per_principal, per_session). A server that is not running
 // gives an *UnavailableError, and so does a call whose connection ends
-// under it, at once; a full pool gives a *PoolFullError; a JSON-RPC error
-// from the server is a *jsonrpc.Error. With serialize set, the server's
-// calls wait for each other (bounded by ctx).
+// under it, at once; a call over the server's rate_limit gives a
+// *RateLimitedError at once, before anything is sent (every Call counts,
+// see limits); a full pool gives a *PoolFullError; a JSON-RPC error from
+// the server is a *jsonrpc.Error. With serialize set, the server's calls
+// wait for each other (bounded by ctx).
 func (m *Manager) Call(ctx context.Context, server string, who Caller, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
 	m.mu.Lock()
 	e, ok := m.servers[server]
@@ -497,9 +500,14 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 	}
 	m.mu.Unlock()
 
+	// Before the pool, which may connect (initialize) a new session.
+	done, err := e.limits.acquire(server, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	var p *pooled
 	if e.pool != nil {
-		var err error
 		if p, err = m.acquire(ctx, e, who); err != nil {
 			return nil, err
 		}

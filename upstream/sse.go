@@ -190,6 +190,14 @@ func (t *sseTransport) finish(err error) {
 
 // send POSTs m to the endpoint; the server answers on the event stream.
 func (t *sseTransport) send(ctx context.Context, m *jsonrpc.Message) error {
+	return t.sendForwarding(ctx, m, nil)
+}
+
+var _ headerForwarder = (*sseTransport)(nil)
+
+// sendForwarding is send, with the client headers of h that the server's
+// forward_headers name on the POST (see CallHooks.Header).
+func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h http.Header) error {
 	body, err := jsonrpc.Encode(m)
 	if err != nil {
 		return err
@@ -211,6 +219,7 @@ func (t *sseTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	t.forwardHeaders(req, h)
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -19,6 +19,11 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if !ok {
 		return nil, invalidParams("unknown tool %q: it is not in this gateway's tools/list", name)
 	}
+	// Before taskCall: a task, relayed or hosted, and block and poll are
+	// tools/calls too.
+	if !s.acl.allows(req.Principal, req.Groups, kindTool, ref.Server, name) {
+		return nil, forbidden(kindTool, name, ref.Server)
+	}
 	params, err := setString(req.Params, "name", ref.Name)
 	if err != nil {
 		return nil, err
@@ -44,6 +49,9 @@ func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) 
 	ref, ok := cat.promptNames.Lookup(name)
 	if !ok {
 		return nil, invalidParams("unknown prompt %q: it is not in this gateway's prompts/list", name)
+	}
+	if !s.acl.allows(req.Principal, req.Groups, kindPrompt, ref.Server, name) {
+		return nil, forbidden(kindPrompt, name, ref.Server)
 	}
 	params, err := setString(req.Params, "name", ref.Name)
 	if err != nil {
@@ -75,12 +83,18 @@ func (s *Server) complete(ctx context.Context, req *Request) (*Result, error) {
 		if !ok {
 			return nil, invalidParams("unknown prompt %q in completion ref: it is not in this gateway's prompts/list", name)
 		}
+		if !s.acl.allows(req.Principal, req.Groups, kindPrompt, r.Server, name) {
+			return nil, forbidden(kindPrompt, name, r.Server)
+		}
 		server = r.Server
 		newRef, err = setString(ref, "name", r.Name)
 	case "ref/resource":
 		uri, _ := rawjson.String(ref, "uri")
 		var orig string
 		server, orig, err = s.routeTemplate(cat, uri)
+		if err == nil && !s.mayUseResource(cat, req, server, orig) {
+			err = forbidden(kindResource, uri, server)
+		}
 		if err == nil {
 			newRef, err = setString(ref, "uri", orig)
 		}

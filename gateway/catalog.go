@@ -50,6 +50,9 @@ type list struct {
 	field string // the result member: "tools", "prompts", "resources", "resourceTemplates"
 	items []item
 	full  json.RawMessage // {"<field>":[...]}
+	// coverage is which access rules cover each item (acl.go), worked
+	// out at the first list for a caller with rules.
+	coverage listCoverage
 }
 
 // item is one entry of a merged list.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"sort"
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -24,7 +25,8 @@ type cursor struct {
 }
 
 // serveList answers a */list request from l: one full page when PageSize
-// is zero, else a page after the request's cursor.
+// is zero, else a page after the request's cursor; either holds only the
+// items the caller may use (Options.ACL).
 func (s *Server) serveList(req *Request, method string, l *list) (*Result, error) {
 	after := ""
 	if raw, ok, _ := rawjson.Get(req.Params, "cursor"); ok && string(raw) != "null" {
@@ -48,13 +50,71 @@ func (s *Server) serveList(req *Request, method string, l *list) (*Result, error
 		}
 		after = c.After
 	}
+	// A caller whom the rules allow everything gets the list as it is:
+	// the whole list precomputed, or a slice of it.
+	rules := s.acl.forCaller(req.Principal, req.Groups)
 	if s.opts.PageSize <= 0 {
-		return complete(l.full), nil
+		if rules == nil {
+			return complete(l.full), nil
+		}
+		items, _ := s.pageFor(rules, l, method, "", 0)
+		return complete(encodePage(l.field, items, "")), nil
 	}
-	items, more := l.page(after, s.opts.PageSize)
+	items, more := s.pageFor(rules, l, method, after, s.opts.PageSize)
+	next := ""
+	if more {
+		next = s.sealCursor(cursor{Method: method, After: items[len(items)-1].key, Principal: req.Principal, Expires: time.Now().Add(cursorTTL).Unix()})
+	}
+	return complete(encodePage(l.field, items, next)), nil
+}
+
+// listKind returns the kind of the items of a */list method.
+func listKind(method string) itemKind {
+	switch method {
+	case "tools/list":
+		return kindTool
+	case "prompts/list":
+		return kindPrompt
+	}
+	return kindResource
+}
+
+// pageFor is l.page for a caller whose rules are rules (nil: none): it
+// skips the items they forbid, so that a page holds n items whenever n
+// more are allowed, and more says whether another allowed item follows.
+func (s *Server) pageFor(rules *callerRules, l *list, method, after string, n int) ([]item, bool) {
+	if rules == nil {
+		return l.page(after, n)
+	}
+	cov := s.acl.coverage(l, listKind(method))
+	i := 0
+	if after != "" {
+		i = sort.Search(len(l.items), func(i int) bool { return l.items[i].key > after })
+	}
+	var out []item
+	for ; i < len(l.items); i++ {
+		if !rules.allowsCovered(cov.of(i)) {
+			continue
+		}
+		if n > 0 && len(out) == n {
+			return out, true
+		}
+		out = append(out, l.items[i])
+	}
+	return out, false
+}
+
+// encodePage encodes a */list result: items as the member field, and
+// next, when not "", as nextCursor.
+func encodePage(field string, items []item, next string) json.RawMessage {
+	size := len(field) + len(next) + 32
+	for _, it := range items {
+		size += len(it.raw) + 1
+	}
 	var b bytes.Buffer
+	b.Grow(size)
 	b.WriteString(`{"`)
-	b.WriteString(l.field)
+	b.WriteString(field)
 	b.WriteString(`":[`)
 	for i, it := range items {
 		if i > 0 {
@@ -63,14 +123,13 @@ func (s *Server) serveList(req *Request, method string, l *list) (*Result, error
 		b.Write(it.raw)
 	}
 	b.WriteByte(']')
-	if more {
-		next := s.sealCursor(cursor{Method: method, After: items[len(items)-1].key, Principal: req.Principal, Expires: time.Now().Add(cursorTTL).Unix()})
+	if next != "" {
 		tok, _ := json.Marshal(next)
 		b.WriteString(`,"nextCursor":`)
 		b.Write(tok)
 	}
 	b.WriteByte('}')
-	return complete(b.Bytes()), nil
+	return b.Bytes()
 }
 
 func (s *Server) sealCursor(c cursor) string {

@@ -19,6 +19,9 @@ type Request struct {
 	Params json.RawMessage
 	// Principal is who is asking. Sessions, tasks and media belong to it.
 	Principal string
+	// Groups are the groups Principal belongs to, as the auth layer names
+	// them, for the access rules (Options.ACL). Nil means none.
+	Groups []string
 	// Session is the legacy edge's session id; "" on the modern edge.
 	Session string
 	// Client is what the client declared for this request.

@@ -142,6 +142,9 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	if !s.mayUseResource(cat, req, server, orig) {
+		return nil, forbidden(kindResource, uri, server)
+	}
 	params, err := setString(req.Params, "uri", orig)
 	if err != nil {
 		return nil, err
@@ -286,6 +289,9 @@ func (s *Server) subscribe(ctx context.Context, req *Request) (*Result, error) {
 	server, orig, err := s.routeURI(cat, req.Principal, uri)
 	if err != nil {
 		return nil, err
+	}
+	if !s.mayUseResource(cat, req, server, orig) {
+		return nil, forbidden(kindResource, uri, server)
 	}
 	key := s.subKeyOf(req, server, orig)
 	s.subs.mu.Lock()

@@ -97,6 +97,14 @@ type Options struct {
 	// beyond the process; the dedup window stays in memory. If nil, the
 	// last 1000 are kept in memory only, numbered from 1 in each process.
 	Events EventStore
+	// ACL says which callers (Request.Principal and Request.Groups) may use
+	// which tools, prompts and resources: the lists show a caller only
+	// what it may use, and a tools/call (a task too), prompts/get,
+	// resources/read, resources/subscribe or completion/complete of
+	// anything else is a CodeForbidden error naming the item. The zero
+	// value (no rules, default allow) lets everybody use everything and
+	// costs nothing.
+	ACL config.ACL
 }
 
 // Server is the gateway core. It is safe for concurrent use. Create it
@@ -110,6 +118,7 @@ type Server struct {
 	defaults serverSettings
 	naming   naming.Options
 	cursors  *seal.Sealer
+	acl      *acl // nil: everybody may use everything
 	// taskSealer seals task ids, which name their owner.
 	taskSealer *seal.Sealer
 	tasks      tasks
@@ -237,6 +246,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	rules, err := compileACL(opts.ACL)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	seen, _ := lru.New[seenKey, string](maxSeenURIs)
 	logger := opts.Logger
 	if logger == nil {
@@ -246,6 +259,7 @@ func New(opts Options) (*Server, error) {
 		opts:       opts,
 		logger:     logger,
 		cursors:    cursors,
+		acl:        rules,
 		taskSealer: taskSealer,
 		seen:       seen,
 		settings:   map[string]serverSettings{},

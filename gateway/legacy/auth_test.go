@@ -3,12 +3,15 @@ package legacy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/gateway"
 )
 
 func apiKey(principal, token string) config.APIKey {
@@ -47,5 +50,51 @@ func TestAuth(t *testing.T) {
 		if s.Principal != "alice" {
 			t.Errorf("session principal %q, want alice", s.Principal)
 		}
+	}
+}
+
+// The groups of the auth principal reach the core with each request: the
+// core's access rules let a group use server "a", and only the key whose
+// principal is in it sees and calls its tools.
+func TestAuth_Groups(t *testing.T) {
+	alice := apiKey("alice", "alice-key")
+	alice.Groups = []string{"ops", "eng"}
+	a, err := auth.New(auth.Options{Keys: []config.APIKey{alice, apiKey("bob", "bob-key")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvCore(t, Options{Auth: a}, gateway.Options{ACL: config.ACL{Rules: []config.ACLRule{
+		{Effect: config.ACLAllow, Groups: []string{"eng"}, Servers: []string{"a"}},
+	}}})
+	tests := []struct {
+		name, key string
+		wantTools bool
+		wantCall  string // the result, or the error's code and message
+	}{
+		{name: "in the group", key: "alice-key", wantTools: true, wantCall: `{"content":[{"type":"text","text":"hi"}],"structuredContent":{"text":"hi"}}`},
+		{name: "not in it", key: "bob-key", wantCall: `-31004 tool "mcp__a__echo" is not allowed for this caller; ask the gateway's operator for access`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := []string{"Authorization", "Bearer " + tt.key}
+			sid := e.initialize(V20251125, hdr...)
+			m := decode(t, []byte(readAll(t, e.post(sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, hdr...))))
+			var list struct{ Tools []json.RawMessage }
+			if m.Error != nil || json.Unmarshal(m.Result, &list) != nil {
+				t.Fatalf("tools/list: %s %v", m.Result, m.Error)
+			}
+			if got := len(list.Tools) > 0; got != tt.wantTools {
+				t.Errorf("tools/list has tools: %t, want %t (%s)", got, tt.wantTools, m.Result)
+			}
+			evs := events(t, e.post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__a__echo","arguments":{"text":"hi"}}}`, hdr...))
+			m = decode(t, evs[len(evs)-1].Data)
+			got := string(m.Result)
+			if m.Error != nil {
+				got = fmt.Sprintf("%d %s", m.Error.Code, m.Error.Message)
+			}
+			if got != tt.wantCall {
+				t.Errorf("tools/call = %s, want %s", got, tt.wantCall)
+			}
+		})
 	}
 }

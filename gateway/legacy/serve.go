@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -257,11 +258,22 @@ func (h *Handler) begin(r *http.Request, s *session, m *jsonrpc.Message) (*call,
 	// A dropped connection is not a cancel (MCP 2025-11-25,
 	// basic/transports): the call outlives the request's context.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: forwardedBaseURL(r, h.opts.TrustedProxies)}
+	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: forwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal)}
 	s.calls[key] = c
 	s.lastActive = time.Now()
 	h.calls.Add(1)
 	return c, 0, nil
+}
+
+// groupsOf returns the groups of the auth principal of r, for the core's
+// access rules. They are taken from each request, not kept with the
+// session, and only when that principal is the session's: the session
+// belongs to a name, which Options.Principal may give without auth.
+func groupsOf(r *http.Request, principal string) []string {
+	if p, ok := auth.FromContext(r.Context()); ok && p.Name == principal {
+		return p.Groups
+	}
+	return nil
 }
 
 // serve answers a call begun by begin and hands deliver the response to
@@ -280,6 +292,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) [
 		Method:    c.method,
 		Params:    params,
 		Principal: s.principal,
+		Groups:    c.groups,
 		Session:   s.key,
 		Client:    gateway.Client{ProtocolVersion: s.version, Capabilities: s.caps, Info: s.info},
 		BaseURL:   c.baseURL,

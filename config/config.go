@@ -339,7 +339,9 @@ const (
 // or in one of Groups (both empty: every caller, anonymous included), and
 // to an item (a tool, prompt, resource or resource template) whose server
 // matches Servers or whose exposed name (a resource: its exposed URI)
-// matches Tools, Prompts or Resources. Patterns are globs (* ? [a-z]).
+// matches Tools, Prompts or Resources. Patterns are globs (* ? [a-z]) in
+// which * and ? also match "/", so that "*" is everything and
+// "file:///secret/*" every URI under it.
 type ACLRule struct {
 	Effect     string   `yaml:"effect"` // ACLAllow or ACLDeny
 	Principals []string `yaml:"principals"`

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 )
 
 // Anonymous is the principal of every request until the auth layer names
@@ -46,6 +47,10 @@ type Request struct {
 	// from a trusted proxy's X-Forwarded-* headers. "" means
 	// Options.PublicURL.
 	BaseURL string
+	// Header is the client's HTTP request header (read-only), without its
+	// credentials; a server gets the members its forward_headers name.
+	// Nil forwards none.
+	Header http.Header
 
 	// toolName is the exposed name of a tools/call's tool, once read.
 	toolName string

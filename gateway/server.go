@@ -658,6 +658,7 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 	hooks := &upstream.CallHooks{
 		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
 		Request: s.inputHandler(req, server, who, timer),
+		Header:  req.Header,
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {
@@ -666,8 +667,17 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 	var jerr *jsonrpc.Error
 	var unavail *upstream.UnavailableError
 	var full *upstream.PoolFullError
+	var limited *upstream.RateLimitedError
 	cause := context.Cause(timer.ctx)
 	switch {
+	case errors.As(err, &limited) && limited.Reason == upstream.ReasonConcurrency:
+		return nil, jsonrpc.NewError(CodeRateLimited,
+			fmt.Sprintf("server %q already has as many calls in flight as its rate_limit.max_concurrent allows; try again later", server),
+			errorData{Server: server})
+	case errors.As(err, &limited):
+		return nil, jsonrpc.NewError(CodeRateLimited,
+			fmt.Sprintf("server %q is over its rate limit (rate_limit); retry after %s", server, max(limited.RetryAfter.Round(time.Second), time.Second)),
+			errorData{Server: server})
 	case errors.As(err, &jerr) && jerr.Code == CodeURLElicitationRequired:
 		return nil, s.urlElicitationRequired(req, server, jerr)
 	case errors.As(err, &jerr):

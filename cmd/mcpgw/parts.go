@@ -94,6 +94,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		PublicURL:           cfg.PublicURL,
 		Tasks:               db,
 		Events:              db,
+		ACL:                 cfg.ACL,
 		TaskConfig:          cfg.Tasks,
 		Upstreams:           mgr,
 		Logger:              logger,
@@ -123,7 +124,15 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		}
 		proxies = append(proxies, pr)
 	}
+	limiter, err := auth.NewRateLimiter(auth.RateLimiterOptions{Rate: cfg.RateLimits.PerPrincipal, MaxKeys: cfg.RateLimits.MaxPrincipals})
+	if err != nil {
+		return fail(err)
+	}
+	if !limiter.Enabled() {
+		limiter = nil
+	}
 	edge, err := legacy.New(legacy.Options{
+		RateLimit:               limiter,
 		TrustedProxies:          proxies,
 		Auth:                    authn,
 		Core:                    core,

@@ -48,3 +48,14 @@ func firstValue(v string) string {
 	first, _, _ := strings.Cut(v, ",")
 	return strings.TrimSpace(first)
 }
+
+// forwardable returns a copy of a client's request header without what
+// must never reach a server: its credentials and cookies. Which of the
+// rest a server gets is its forward_headers' choice.
+func forwardable(h http.Header) http.Header {
+	out := h.Clone()
+	for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
+		out.Del(k)
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package legacy
 
 import (
 	"crypto/tls"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
@@ -49,5 +50,19 @@ func TestForwardedBaseURL(t *testing.T) {
 				t.Errorf("forwardedBaseURL = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestForwardable(t *testing.T) {
+	h := http.Header{"Authorization": {"Bearer secret"}, "Cookie": {"a=b"}, "Proxy-Authorization": {"x"}, "X-Request-Id": {"r1"}, "Traceparent": {"00-1"}}
+	got := forwardable(h)
+	if got.Get("Authorization") != "" || got.Get("Cookie") != "" || got.Get("Proxy-Authorization") != "" {
+		t.Errorf("credentials kept: %v", got)
+	}
+	if got.Get("X-Request-Id") != "r1" || got.Get("Traceparent") != "00-1" {
+		t.Errorf("other headers lost: %v", got)
+	}
+	if h.Get("Authorization") == "" {
+		t.Error("the client's own header was changed")
 	}
 }

@@ -85,6 +85,9 @@ type Options struct {
 	// Replicas that share it can open each other's ids. If nil, a random
 	// secret is made, and ids die with the process.
 	Secret []byte
+	// RateLimit bounds each principal's requests (429 with Retry-After
+	// above it). Nil: no limit.
+	RateLimit *auth.RateLimiter
 	// TrustedProxies are the peers whose X-Forwarded-Proto and
 	// X-Forwarded-Host say how the client reached the gateway (for its
 	// media links). If empty, nobody's are believed.
@@ -282,6 +285,15 @@ func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 				return nil
 			}
 			c.SetRequest(r.WithContext(auth.NewContext(r.Context(), p)))
+		}
+		if h.opts.RateLimit != nil {
+			if wait, ok := h.opts.RateLimit.Allow(c.Request()); !ok {
+				secs := auth.RetryAfter(wait)
+				w.Header().Set("Retry-After", secs)
+				writeError(w, http.StatusTooManyRequests, jsonrpc.ID{}, gateway.CodeRateLimited,
+					"too many requests from this caller; retry after "+secs+"s (rate_limits.per_principal)", map[string]string{"retryAfter": secs})
+				return nil
+			}
 		}
 		return next(c)
 	}

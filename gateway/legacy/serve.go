@@ -258,7 +258,7 @@ func (h *Handler) begin(r *http.Request, s *session, m *jsonrpc.Message) (*call,
 	// A dropped connection is not a cancel (MCP 2025-11-25,
 	// basic/transports): the call outlives the request's context.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: forwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal)}
+	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: forwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal), header: forwardable(r.Header)}
 	s.calls[key] = c
 	s.lastActive = time.Now()
 	h.calls.Add(1)
@@ -296,6 +296,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) [
 		Session:   s.key,
 		Client:    gateway.Client{ProtocolVersion: s.version, Capabilities: s.caps, Info: s.info},
 		BaseURL:   c.baseURL,
+		Header:    c.header,
 		// What outlives the request (resources/updated after a subscribe)
 		// goes on the session's standalone GET stream, like list_changed.
 		SessionNotify: func(method string, params json.RawMessage) {

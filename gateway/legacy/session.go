@@ -70,6 +70,9 @@ type call struct {
 	// baseURL is the gateway's URL as the client reached it through a
 	// trusted proxy, or "" (see forwardedBaseURL).
 	baseURL string
+	// header is the client's HTTP request header, without its
+	// credentials, for the servers that forward some of it.
+	header http.Header
 	// groups are the groups of the request's principal, as the auth
 	// layer named them for this request (see groupsOf).
 	groups []string

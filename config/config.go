@@ -262,8 +262,9 @@ func (c *Config) DatabasePath() string {
 // principal that made them.
 type Auth struct {
 	// Anonymous allows requests without a token, as the principal
-	// "anonymous". Default true when no API key is configured, false
-	// otherwise: with keys, anonymous access must be asked for.
+	// "anonymous". Default true when neither an API key nor a JWT issuer
+	// is configured, false otherwise: with credentials, anonymous access
+	// must be asked for.
 	Anonymous *bool `yaml:"anonymous"`
 	// APIKeys are the accepted bearer tokens, kept hashed.
 	APIKeys []APIKey `yaml:"api_keys"`
@@ -395,7 +396,7 @@ func (a Auth) AnonymousAllowed() bool {
 	if a.Anonymous != nil {
 		return *a.Anonymous
 	}
-	return len(a.APIKeys) == 0
+	return len(a.APIKeys) == 0 && !a.JWT.Enabled()
 }
 
 // Tasks configures 2025-11-25 tasks (task-augmented tools/call).

@@ -1,8 +1,3 @@
-// Package auth says who is calling: principals from API keys, as HTTP
-// middleware (func(http.Handler) http.Handler) that knows no echo and no
-// MCP (STYLE.md). It is the first slice of the auth issue: API keys kept
-// hashed in config, and anonymous access when config allows it; JWTs,
-// access rules and rate limits attach here later.
 package auth
 
 import (
@@ -11,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/mcpgw/mcpgw/config"
 )
@@ -22,9 +19,11 @@ const Anonymous = "anonymous"
 
 // Principal is who made a request.
 type Principal struct {
-	// Name is the principal's name: an API key's principal, or Anonymous.
+	// Name is the principal's name: an API key's principal, a JWT's
+	// principal claim (config auth.jwt.principal_claim), or Anonymous.
 	Name string
-	// Groups are the groups the principal belongs to.
+	// Groups are the groups the principal belongs to: an API key's, or a
+	// JWT's groups claim.
 	Groups []string
 }
 
@@ -49,22 +48,53 @@ type Options struct {
 	// Keys are the accepted API keys (their SHA-256, never the keys).
 	Keys []config.APIKey
 	// Anonymous serves requests without a token as the Anonymous
-	// principal; otherwise they get 401.
+	// principal; otherwise they get 401. A request with a token is
+	// always checked. With no Keys and JWTs off, Anonymous turns auth off:
+	// every request is anonymous and a token is ignored.
 	Anonymous bool
-	// OnRefuse writes the body of a 401; nil writes a plain text one. The
-	// MCP edge sets it to write a JSON-RPC error. It must not echo the
-	// token.
-	OnRefuse func(w http.ResponseWriter, r *http.Request, msg string)
+	// JWT accepts OAuth 2.1 access tokens: JWTs signed by the issuer's
+	// keys (config auth.jwt). Off when JWT.Issuer is "". Zero fields take
+	// the defaults config.JWT documents: Audience is Resource, Algorithms
+	// RS256 and ES256, Leeway config.DefaultJWTLeeway, PrincipalClaim
+	// "sub", GroupsClaim "groups", AuthorizationServers the Issuer.
+	JWT config.JWT
+	// Resource is the gateway's resource URL, <public_url>/mcp (RFC 8707,
+	// RFC 9728): the default audience of JWTs, the "resource" of the
+	// protected-resource metadata, and, by its origin, where challenges
+	// say that metadata is. Required with JWT; unused without it.
+	Resource string
+	// HTTPClient fetches the issuer's metadata and keys. If nil, a client
+	// of the package's own. Either way each refresh is bounded by
+	// JWKSTimeout and each answer by MaxJWKSBytes, and redirects (when the
+	// client has no CheckRedirect of its own) must stay on https or a
+	// loopback host.
+	HTTPClient *http.Client
+	// Now returns the current time, for tests. If nil, time.Now.
+	Now func() time.Time
+	// Logger receives the warnings about fetching the issuer's keys. Nil
+	// discards them. No log line holds a token or a claim's value.
+	Logger *slog.Logger
+	// OnRefuse writes the answer to a request that Middleware refuses:
+	// status (401, or 403 for a token without the required scopes) and a
+	// body. msg says why and is safe to show: it never holds the token or
+	// a claim's value. The WWW-Authenticate header is already set. The MCP
+	// edge sets it to write a JSON-RPC error; nil writes plain text.
+	OnRefuse func(w http.ResponseWriter, r *http.Request, status int, msg string)
 }
 
-// Authenticator names the principal of each request.
+// Authenticator names the principal of each request. It is safe for
+// concurrent use and holds no goroutine; the issuer's keys are fetched
+// during the requests that need them.
 type Authenticator struct {
 	opts Options
 	keys map[[sha256.Size]byte]Principal
+	jwt  *verifier         // nil when JWTs are off
+	meta *resourceMetadata // nil when JWTs are off
 }
 
-// New returns an Authenticator for opts. The keys must have passed config
-// validation; a malformed one is an error here too.
+// New returns an Authenticator for opts. The keys and the JWT settings
+// must have passed config validation; a malformed one is an error here
+// too, as are JWTs without a Resource. New does no I/O.
 func New(opts Options) (*Authenticator, error) {
 	a := &Authenticator{opts: opts, keys: make(map[[sha256.Size]byte]Principal, len(opts.Keys))}
 	for i, k := range opts.Keys {
@@ -77,63 +107,177 @@ func New(opts Options) (*Authenticator, error) {
 		copy(sum[:], b)
 		a.keys[sum] = Principal{Name: k.Principal, Groups: append([]string(nil), k.Groups...)}
 	}
+	if a.opts.Now == nil {
+		a.opts.Now = time.Now
+	}
+	if a.opts.Logger == nil {
+		a.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.JWT.Enabled() {
+		meta, err := newResourceMetadata(opts.Resource, opts.JWT)
+		if err != nil {
+			return nil, err
+		}
+		v, err := newVerifier(a.opts, meta.resource)
+		if err != nil {
+			return nil, err
+		}
+		a.jwt, a.meta = v, meta
+	}
 	return a, nil
 }
 
-// errNoToken and errBadToken are why a request is refused.
+// Error is why Authenticate refused a request: the status and challenge
+// of the answer, and a reason that is safe to show the client (it never
+// holds the token or a claim's value).
+type Error struct {
+	// Status is http.StatusUnauthorized for a missing or bad token, or
+	// http.StatusForbidden for a valid token without the required scopes.
+	Status int
+	// Challenge is the value of the answer's WWW-Authenticate header
+	// (RFC 6750, section 3; RFC 9728, section 5.1).
+	Challenge string
+	// Err is the reason.
+	Err error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// The reasons for refusing a request. Those of invalidToken answer
+// error="invalid_token"; errNoKey and errNoToken no error code (RFC 6750,
+// section 3.1: the request had no credentials); errScope
+// error="insufficient_scope".
 var (
-	errNoToken  = errors.New("this gateway needs an API key: send Authorization: Bearer <key>")
-	errBadToken = errors.New("the API key is not valid")
+	errNoKey   = errors.New("this gateway needs an API key: send Authorization: Bearer <key>")
+	errNoToken = errors.New("this gateway needs an API key or an OAuth access token: send Authorization: Bearer <token>")
+	errScope   = errors.New("the access token lacks a scope this gateway requires")
 )
 
-// Authenticate returns the principal of r.
+// invalidToken is a reason a token is refused with error="invalid_token".
+type invalidToken string
+
+func (e invalidToken) Error() string { return string(e) }
+
+const (
+	errNotBearer    invalidToken = "the Authorization header is not one bearer token (Bearer and a token68, RFC 6750)"
+	errBadKey       invalidToken = "the API key is not valid"
+	errNotJWT       invalidToken = "the bearer token is neither a known API key nor a signed JWT"
+	errJWTAlg       invalidToken = "the access token's signature algorithm is not accepted"
+	errJWTKey       invalidToken = "the access token is signed with no key the issuer publishes"
+	errJWTNoKeys    invalidToken = "the issuer's signing keys could not be fetched, so no access token can be checked now"
+	errJWTSignature invalidToken = "the access token's signature is not valid"
+	errJWTClaims    invalidToken = "the access token's claims are malformed"
+	errJWTIssuer    invalidToken = "the access token is from another issuer"
+	errJWTAudience  invalidToken = "the access token is not meant for this gateway (its audience)"
+	errJWTNoExpiry  invalidToken = "the access token has no expiry (exp)"
+	errJWTExpired   invalidToken = "the access token has expired"
+	errJWTNotYet    invalidToken = "the access token is not valid yet (nbf or iat)"
+	errJWTPrincipal invalidToken = "the access token names no valid principal"
+	errJWTGroups    invalidToken = "the access token's groups are not a list of valid names"
+)
+
+// Authenticate returns the principal of r. A bearer token is tried as an
+// API key first, then as a JWT when JWTs are on. A refusal is an *Error.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
-	h := r.Header.Get("Authorization")
-	if len(a.keys) == 0 && a.opts.Anonymous {
-		// No keys at all: auth is off, and a token (meant for someone
-		// else, or left in a client's config) is ignored.
+	if len(a.keys) == 0 && a.jwt == nil && a.opts.Anonymous {
+		// No keys and no issuer: auth is off, and a token (meant for
+		// someone else, or left in a client's config) is ignored.
 		return Principal{Name: Anonymous}, nil
 	}
-	if h == "" {
+	hs := r.Header.Values("Authorization")
+	if len(hs) == 0 || len(hs) == 1 && hs[0] == "" {
 		if a.opts.Anonymous {
 			return Principal{Name: Anonymous}, nil
 		}
-		return Principal{}, errNoToken
+		if a.jwt != nil {
+			return Principal{}, a.refuse(errNoToken)
+		}
+		return Principal{}, a.refuse(errNoKey)
 	}
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return Principal{}, errBadToken
+	token, ok := parseBearer(hs[0])
+	if !ok || len(hs) > 1 {
+		return Principal{}, a.refuse(errNotBearer)
 	}
 	// The map is keyed by the token's hash, so the lookup compares hashes,
 	// which tell an attacker nothing about the keys.
-	p, ok := a.keys[sha256.Sum256([]byte(strings.TrimSpace(token)))]
-	if !ok {
-		return Principal{}, errBadToken
+	if p, ok := a.keys[sha256.Sum256([]byte(token))]; ok {
+		return p, nil
+	}
+	if a.jwt == nil {
+		return Principal{}, a.refuse(errBadKey)
+	}
+	p, err := a.jwt.verify(r.Context(), token)
+	if err != nil {
+		return Principal{}, a.refuse(err)
 	}
 	return p, nil
 }
 
-// Challenge returns the WWW-Authenticate value for a refusal by
-// Authenticate.
-func (a *Authenticator) Challenge(err error) string {
-	if errors.Is(err, errBadToken) {
-		return `Bearer realm="mcpgw", error="invalid_token"`
+// refuse returns the *Error for reason.
+func (a *Authenticator) refuse(reason error) *Error {
+	e := &Error{Status: http.StatusUnauthorized, Err: reason}
+	var code string
+	if errors.Is(reason, errScope) {
+		e.Status, code = http.StatusForbidden, "insufficient_scope"
+	} else if _, bad := errors.AsType[invalidToken](reason); bad {
+		code = "invalid_token"
 	}
-	return `Bearer realm="mcpgw"`
+	e.Challenge = a.challenge(code)
+	return e
 }
 
-// Middleware puts the request's principal in its context, or answers 401
-// with a WWW-Authenticate challenge.
+// challenge returns the WWW-Authenticate value with error code (none if
+// ""). With JWTs on it names the scopes required and where the
+// protected-resource metadata is (MCP 2025-11-25, basic/authorization,
+// "Protected Resource Metadata Discovery Requirements"); with API keys
+// only it names the realm.
+func (a *Authenticator) challenge(code string) string {
+	var params []string
+	if a.meta == nil {
+		params = append(params, `realm="mcpgw"`)
+	}
+	if code != "" {
+		params = append(params, `error="`+code+`"`)
+	}
+	if a.meta != nil {
+		if len(a.meta.ScopesSupported) > 0 {
+			params = append(params, "scope="+quote(strings.Join(a.meta.ScopesSupported, " ")))
+		}
+		params = append(params, "resource_metadata="+quote(a.meta.url))
+	}
+	return "Bearer " + strings.Join(params, ", ")
+}
+
+// quote returns s as an RFC 9110 quoted-string.
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// Challenge returns the WWW-Authenticate value for a refusal by
+// Authenticate (its *Error's Challenge); for any other error, that of an
+// invalid token.
+func (a *Authenticator) Challenge(err error) string {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Challenge
+	}
+	return a.challenge("invalid_token")
+}
+
+// Middleware puts the request's principal in its context, or answers the
+// refusal: 401 (403 for missing scopes) with a WWW-Authenticate challenge
+// and OnRefuse's body.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.Authenticate(r)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", a.Challenge(err))
+			e, _ := errors.AsType[*Error](err)
+			w.Header().Set("WWW-Authenticate", e.Challenge)
 			if a.opts.OnRefuse != nil {
-				a.opts.OnRefuse(w, r, err.Error())
+				a.opts.OnRefuse(w, r, e.Status, e.Error())
 				return
 			}
-			http.Error(w, err.Error(), http.StatusUnauthorized)
+			http.Error(w, e.Error(), e.Status)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), p)))

@@ -33,6 +33,8 @@ func TestMiddleware(t *testing.T) {
 		{"bad token", true, "Bearer nope", 401, "", `Bearer realm="mcpgw", error="invalid_token"`},
 		{"not bearer", true, "Basic YWxpY2U6eA==", 401, "", `Bearer realm="mcpgw", error="invalid_token"`},
 		{"empty bearer", true, "Bearer ", 401, "", `Bearer realm="mcpgw", error="invalid_token"`},
+		{"not a token68", false, "Bearer alice key", 401, "", `Bearer realm="mcpgw", error="invalid_token"`},
+		{"two headers", false, "Bearer alice-key\nBearer bob-key", 401, "", `Bearer realm="mcpgw", error="invalid_token"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,8 +47,10 @@ func TestMiddleware(t *testing.T) {
 				got, _ = FromContext(r.Context())
 			}))
 			req := httptest.NewRequest("POST", "/mcp", nil)
-			if tt.header != "" {
-				req.Header.Set("Authorization", tt.header)
+			for v := range strings.SplitSeq(tt.header, "\n") {
+				if v != "" {
+					req.Header.Add("Authorization", v)
+				}
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
@@ -73,6 +77,31 @@ func TestMiddleware(t *testing.T) {
 	}())
 	if len(p.Groups) != 1 || p.Groups[0] != "ops" {
 		t.Errorf("groups = %v", p.Groups)
+	}
+	if _, err := New(Options{Keys: []config.APIKey{{Principal: "x", KeySHA256: "plain"}}}); err == nil {
+		t.Error("New accepted a key that is not a hash")
+	}
+}
+
+// TestMiddleware_OnRefuse: OnRefuse writes the answer, with its status,
+// under the challenge already set.
+func TestMiddleware_OnRefuse(t *testing.T) {
+	var status int
+	var msg, challenge string
+	a, err := New(Options{Keys: []config.APIKey{keyOf("alice", "alice-key")}, OnRefuse: func(w http.ResponseWriter, r *http.Request, s int, m string) {
+		status, msg, challenge = s, m, w.Header().Get("WWW-Authenticate")
+		w.WriteHeader(s)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("next called") }))
+	req := httptest.NewRequest("POST", "/mcp", nil)
+	req.Header.Set("Authorization", "Bearer wrong-key")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 401 || status != 401 || msg != errBadKey.Error() || challenge != `Bearer realm="mcpgw", error="invalid_token"` {
+		t.Errorf("OnRefuse got %d %q %q, answer %d", status, msg, challenge, rec.Code)
 	}
 	if _, err := New(Options{Keys: []config.APIKey{{Principal: "x", KeySHA256: "plain"}}}); err == nil {
 		t.Error("New accepted a key that is not a hash")

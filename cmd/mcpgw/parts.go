@@ -112,7 +112,13 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		return fail(err)
 	}
 	undo = append(undo, core.Close)
-	authn, err := auth.New(auth.Options{Keys: cfg.Auth.APIKeys, Anonymous: cfg.Auth.AnonymousAllowed()})
+	authn, err := auth.New(auth.Options{
+		Keys:      cfg.Auth.APIKeys,
+		Anonymous: cfg.Auth.AnonymousAllowed(),
+		JWT:       cfg.Auth.JWT,
+		Resource:  cfg.PublicURL + "/mcp",
+		Logger:    logger.With("component", "auth"),
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -184,6 +190,11 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		adm.Register(e)
 	}
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	// RFC 9728: where clients learn how to get a token (JWTs only).
+	meta := echo.WrapHandler(authn.MetadataHandler())
+	for _, path := range authn.MetadataPaths() {
+		e.Match([]string{http.MethodGet, http.MethodHead, http.MethodOptions}, path, meta)
+	}
 	// The media URL is its own capability: no Authorization on /media.
 	mh := echo.WrapHandler(media.Handler(mediastore.HandlerOptions{RequireSignature: cfg.Media.SignedURLs}))
 	e.Any("/media/:name", mh)

@@ -280,8 +280,12 @@ func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		if h.opts.Auth != nil {
 			p, err := h.opts.Auth.Authenticate(r)
 			if err != nil {
+				status := http.StatusUnauthorized
+				if e, ok := errors.AsType[*auth.Error](err); ok && e.Status != 0 {
+					status = e.Status // 403 for a token without the needed scopes
+				}
 				w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(err))
-				writeError(w, http.StatusUnauthorized, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, err.Error(), nil)
+				writeError(w, status, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, err.Error(), nil)
 				return nil
 			}
 			c.SetRequest(r.WithContext(auth.NewContext(r.Context(), p)))

@@ -131,6 +131,14 @@ servers:
 		}
 		return m
 	}
+	var tokens []string // every token used, to look for in the gateway's log
+	defer func() {
+		for _, tok := range tokens {
+			if tok != "" && strings.Contains(g.Stderr(), tok) {
+				t.Error("a token appears in the gateway's log")
+			}
+		}
+	}()
 	metadata := `resource_metadata="` + g.URL + `/.well-known/oauth-protected-resource"`
 	tampered := is.token(t, "RS256", valid)
 	tampered = tampered[:len(tampered)-4] + "AAAA"
@@ -148,6 +156,7 @@ servers:
 		{"tampered signature", tampered, 401, `error="invalid_token"`},
 		{"missing scope", is.token(t, "RS256", with(map[string]any{"scope": "other"})), 403, `error="insufficient_scope"`},
 	} {
+		tokens = append(tokens, tc.token)
 		t.Run(tc.name, func(t *testing.T) {
 			hdr := map[string]string{}
 			if tc.token != "" {

@@ -332,6 +332,9 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.stopLife()
 	s.subs.bg.Wait()
+	s.tasks.mu.Lock()
+	s.tasks.closing = true
+	s.tasks.mu.Unlock()
 	s.tasks.bg.Wait()
 }
 

@@ -80,6 +80,8 @@ type tasks struct {
 	// hosted counts each principal's running hosted tasks.
 	hosted map[string]int
 	bg     sync.WaitGroup
+	// closing is set by Close before it waits for bg; guarded by mu.
+	closing bool
 }
 
 type upstreamTask struct{ server, caller, id string }
@@ -538,16 +540,20 @@ func (s *Server) keepResult(ctx context.Context, req *Request, rec store.Task) s
 // keepResultLater is keepResult in the background, for a task whose end
 // the gateway learnt from a server's notification.
 func (s *Server) keepResultLater(rec store.Task) {
-	if s.life.Err() != nil {
-		return
-	}
 	req := &Request{Method: "tasks/result", Principal: Anonymous}
 	if p, ok := strings.CutPrefix(rec.Owner, "principal:"); ok {
 		req.Principal = p
 	} else {
 		req.Session = strings.TrimPrefix(rec.Owner, "session:")
 	}
+	// Under tasks.mu, so that no Add races Close's Wait.
+	s.tasks.mu.Lock()
+	if s.tasks.closing {
+		s.tasks.mu.Unlock()
+		return
+	}
 	s.tasks.bg.Add(1)
+	s.tasks.mu.Unlock()
 	go func() {
 		defer s.tasks.bg.Done()
 		s.keepResult(s.life, req, rec)

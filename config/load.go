@@ -740,7 +740,7 @@ func expand(s string, lookupEnv func(string) (string, bool)) (string, []error) {
 		start := i
 		name, def, hasDef := strings.Cut(s[i+2:i+2+end], ":-")
 		i += 2 + end + 1
-		if !validVarName(name) {
+		if !ValidVarName(name) {
 			errs = append(errs, fmt.Errorf("malformed ${...} at byte %d: a variable name is letters, digits and _, not starting with a digit (write $$ for a literal $)", start))
 			continue
 		}
@@ -759,9 +759,9 @@ func expand(s string, lookupEnv func(string) (string, bool)) (string, []error) {
 	return b.String(), nil
 }
 
-// validVarName reports whether s is an environment variable name: letters,
-// digits and "_", not starting with a digit.
-func validVarName(s string) bool {
+// ValidVarName reports whether s is an environment variable name as ${VAR}
+// takes it: letters, digits and "_", not starting with a digit.
+func ValidVarName(s string) bool {
 	if s == "" || '0' <= s[0] && s[0] <= '9' {
 		return false
 	}

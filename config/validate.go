@@ -500,7 +500,7 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 	}
 	for _, k := range sortedKeys(s.Env) {
 		key := join(join(path, "env"), k)
-		if !validVarName(k) {
+		if !ValidVarName(k) {
 			addAt(key, "%q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
 		}
 		if strings.IndexByte(s.Env[k], 0) >= 0 {
@@ -949,4 +949,22 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// MaxServerNameLen is the longest server name.
+const MaxServerNameLen = maxNameLen
+
+// ValidServerName reports whether name is a valid server name: 1 to
+// MaxServerNameLen of a-z, 0-9 and "-", without "__" (ValidateServer says
+// why not).
+func ValidServerName(name string) bool {
+	if name == "" || len(name) > maxNameLen || strings.Contains(name, "__") {
+		return false
+	}
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

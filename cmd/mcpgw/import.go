@@ -542,7 +542,7 @@ func (v clientVariables) value(key, s string, expands bool) string {
 		switch {
 		case strings.HasPrefix(ref, "input:"):
 			v.fail("%s: %s is a VS Code input, which mcpgw cannot prompt for; write the value, or ${VAR} to take it from mcpgw's environment", key, showClientVariable(ref))
-		case isEnv && !importVarName(name):
+		case isEnv && !config.ValidVarName(name):
 			v.fail("%s: ${env:...} names no valid environment variable (letters, digits and _)", key)
 		case isEnv && !expands:
 			v.fail("%s: mcpgw expands ${VAR} only in url, env and headers, not in %s; write the value", key, strings.SplitN(key, "[", 2)[0])
@@ -595,21 +595,6 @@ func showClientVariable(ref string) string {
 	return "${...}"
 }
 
-// importVarName reports whether s is an environment variable name as
-// config's ${VAR} takes it: letters, digits and _, not starting with a
-// digit. (config keeps its own check unexported.)
-func importVarName(s string) bool {
-	if s == "" || '0' <= s[0] && s[0] <= '9' {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // checkImported holds s to the rules mcpgw applies to a file's entry
 // (config.ValidateServer), apart from the name, which assignImportNames makes
 // valid. The ${VAR} references are checked for form and stand in as
@@ -646,24 +631,8 @@ func checkImported(s importedServer) []string {
 	return out
 }
 
-// maxImportName is the longest server name mcpgw takes (config's
-// validation: 1 to 32 of a-z, 0-9 and -, no "__").
-const maxImportName = 32
-
-// validImportName reports whether name is a valid mcpgw server name. It
-// repeats config.ValidateServer's rule, which config does not export on
-// its own.
-func validImportName(name string) bool {
-	if name == "" || len(name) > maxImportName || strings.Contains(name, "__") {
-		return false
-	}
-	for _, r := range name {
-		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+// maxImportName is the longest server name mcpgw takes.
+const maxImportName = config.MaxServerNameLen
 
 // importServerName makes a valid mcpgw server name of name: lower-cased, every
 // run of other characters one "-", no "-" at either end, at most
@@ -698,7 +667,7 @@ func assignImportNames(servers []importedServer) [][2]string {
 	used := map[string]bool{}
 	keep := make([]bool, len(servers))
 	for i, s := range servers {
-		if validImportName(s.Name) && !used[s.Name] {
+		if config.ValidServerName(s.Name) && !used[s.Name] {
 			used[s.Name], keep[i] = true, true
 		}
 	}

@@ -423,7 +423,7 @@ func TestImportServerName(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("importServerName(%q) = %q, want %q", tt.in, got, tt.want)
 		}
-		if !validImportName(got) {
+		if !config.ValidServerName(got) {
 			t.Errorf("importServerName(%q) = %q, which is not valid", tt.in, got)
 		}
 		// The rule is config's: a server with the name passes its check.

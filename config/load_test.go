@@ -441,6 +441,7 @@ var goodFixtures = []struct {
 					Name:      "files",
 					Transport: "stdio",
 					Enabled:   ptr(true),
+					Required:  true,
 					Timeout:   Duration(30 * time.Second),
 					Command:   "npx",
 					Args:      []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/shared"},

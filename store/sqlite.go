@@ -173,6 +173,17 @@ func dsn(abs string, params url.Values) string {
 	return u.String()
 }
 
+// Ping checks that the database answers a read, for the gateway's
+// readiness (/readyz). It is cheap: one query on a pooled reader. It fails
+// once the store is closed.
+func (s *SQLite) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("reading the database: %w", err)
+	}
+	return nil
+}
+
 // Close closes the database. It may be called more than once; later calls
 // return the first call's error.
 func (s *SQLite) Close() error {

@@ -176,6 +176,9 @@ func TestClose_Twice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping before Close: %v", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +187,9 @@ func TestClose_Twice(t *testing.T) {
 	}
 	if _, err := s.GetTask(t.Context(), "t1"); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("GetTask after Close = %v, want a closed-database error", err)
+	}
+	if err := s.Ping(t.Context()); err == nil {
+		t.Error("Ping after Close = nil, want a closed-database error")
 	}
 }
 

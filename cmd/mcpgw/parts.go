@@ -36,6 +36,7 @@ type parts struct {
 	core    *gateway.Server
 	edge    *legacy.Handler
 	adm     *admin.API
+	ready   *readiness
 	handler http.Handler
 	// adminHandler serves /admin on its own listener (admin.listen), or
 	// is nil when handler serves it.
@@ -193,7 +194,11 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	} else {
 		adm.Register(e)
 	}
+	// /healthz: the process serves. /readyz: it should get traffic (the
+	// store answers, every required server runs, it is not draining).
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	ready := &readiness{db: db, servers: mgr, logger: logger.With("component", "readiness")}
+	e.GET("/readyz", ready.serve)
 	// RFC 9728: where clients learn how to get a token (JWTs only).
 	meta := echo.WrapHandler(authn.MetadataHandler())
 	for _, path := range authn.MetadataPaths() {
@@ -204,7 +209,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	e.Any("/media/:name", mh)
 
 	mgr.Start()
-	return &parts{mgr: mgr, db: db, media: media, core: core, edge: edge, adm: adm, handler: e, adminHandler: adminHandler}, nil
+	return &parts{mgr: mgr, db: db, media: media, core: core, edge: edge, adm: adm, ready: ready, handler: e, adminHandler: adminHandler}, nil
 }
 
 // Shutdown budgets after the drain: for the HTTP server to flush and close
@@ -215,13 +220,14 @@ const (
 	upstreamStop = 10 * time.Second
 )
 
-// shutdown stops the parts in order: the edge first (no new requests;
-// in-flight calls drain within grace, then are cancelled), then srv's
-// connections (if srv is not nil), then the upstreams (children stopped
-// and reaped, HTTP sessions deleted). Each step has its own budget, so a
-// drain that used all of the grace still lets the last answers flush and
-// the children stop.
+// shutdown stops the parts in order: /readyz turns unready at once, then
+// the edge (no new requests; in-flight calls drain within grace, then are
+// cancelled), then srv's connections (if srv is not nil), then the
+// upstreams (children stopped and reaped, HTTP sessions deleted). Each
+// step has its own budget, so a drain that used all of the grace still
+// lets the last answers flush and the children stop.
 func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Server) error {
+	p.ready.drain()
 	var errs []error
 	step := func(d time.Duration, f func(context.Context) error) {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)

@@ -109,6 +109,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		logger.Error("HTTP server stopped", "err", err)
 	}
 
+	// Load balancers learn from /readyz to stop sending before anything
+	// stops; the main listener serves it until the drain is over.
+	p.ready.drain()
 	if adminSrv != nil {
 		// The admin API stops first: no server changes during the drain.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpFlush)

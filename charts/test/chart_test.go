@@ -1,0 +1,416 @@
+// Package charttest renders the mcpgw chart (charts/mcpgw) in-process with
+// Helm's Go packages, lints it, and strictly decodes every rendered
+// manifest into its Kubernetes API type: an unknown or misspelled field
+// fails. It is its own module so that Helm's and Kubernetes' dependencies
+// stay out of the gateway's go.mod.
+package charttest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const chartDir = "../mcpgw"
+
+// serviceMonitor is the part of monitoring.coreos.com/v1 ServiceMonitor the
+// chart writes. The Prometheus Operator's Go module is large, so this
+// minimal type stands in for it; decoding is strict all the same.
+type serviceMonitor struct {
+	APIVersion string             `json:"apiVersion"`
+	Kind       string             `json:"kind"`
+	Metadata   metav1ObjectMeta   `json:"metadata"`
+	Spec       serviceMonitorSpec `json:"spec"`
+}
+
+type metav1ObjectMeta struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
+}
+
+type serviceMonitorSpec struct {
+	Selector struct {
+		MatchLabels map[string]string `json:"matchLabels"`
+	} `json:"selector"`
+	Endpoints []struct {
+		Port          string `json:"port"`
+		Path          string `json:"path"`
+		Interval      string `json:"interval"`
+		ScrapeTimeout string `json:"scrapeTimeout"`
+	} `json:"endpoints"`
+}
+
+// newObject returns the Go type a rendered apiVersion/kind decodes into.
+func newObject(apiVersion, kind string) (any, bool) {
+	switch apiVersion + " " + kind {
+	case "apps/v1 Deployment":
+		return &appsv1.Deployment{}, true
+	case "v1 Service":
+		return &corev1.Service{}, true
+	case "v1 ServiceAccount":
+		return &corev1.ServiceAccount{}, true
+	case "v1 ConfigMap":
+		return &corev1.ConfigMap{}, true
+	case "v1 Secret":
+		return &corev1.Secret{}, true
+	case "v1 PersistentVolumeClaim":
+		return &corev1.PersistentVolumeClaim{}, true
+	case "networking.k8s.io/v1 Ingress":
+		return &networkingv1.Ingress{}, true
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}, true
+	case "autoscaling/v2 HorizontalPodAutoscaler":
+		return &autoscalingv2.HorizontalPodAutoscaler{}, true
+	case "policy/v1 PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}, true
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		return &serviceMonitor{}, true
+	}
+	return nil, false
+}
+
+// render runs `helm template` in-process with the values of file ("" for
+// the chart's defaults) and extra (set on top).
+func render(t *testing.T, file string, extra map[string]any) (string, error) {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatalf("load chart: %v", err)
+	}
+	vals := map[string]any{}
+	if file != "" {
+		v, err := chartutil.ReadValuesFile(filepath.Join(chartDir, file))
+		if err != nil {
+			t.Fatalf("read %s: %v", file, err)
+		}
+		vals = v
+	}
+	vals = chartutil.CoalesceTables(extra, vals)
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.ReleaseName = "mcpgw"
+	install.Namespace = "mcp"
+	rel, err := install.Run(chrt, vals)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+var docSep = regexp.MustCompile(`(?m)^---\s*$`)
+
+// decodeAll strictly decodes every manifest, keyed by "Kind/name".
+func decodeAll(t *testing.T, manifest string) map[string]any {
+	t.Helper()
+	objs := map[string]any{}
+	for _, doc := range docSep.Split(manifest, -1) {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		js, err := yaml.YAMLToJSONStrict([]byte(doc))
+		if err != nil {
+			t.Errorf("not YAML (or a duplicate key): %v\n%s", err, doc)
+			continue
+		}
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(js, &head); err != nil {
+			t.Errorf("no apiVersion/kind: %v\n%s", err, doc)
+			continue
+		}
+		obj, ok := newObject(head.APIVersion, head.Kind)
+		if !ok {
+			t.Errorf("%s %s: no Go type known for it in this test", head.APIVersion, head.Kind)
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(obj); err != nil {
+			t.Errorf("%s %s/%s does not decode strictly: %v\n%s", head.APIVersion, head.Kind, head.Metadata.Name, err, doc)
+			continue
+		}
+		key := head.Kind + "/" + head.Metadata.Name
+		if _, dup := objs[key]; dup {
+			t.Errorf("%s rendered twice", key)
+		}
+		objs[key] = obj
+	}
+	return objs
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func TestLint(t *testing.T) {
+	for _, file := range []string{"", "ci/full-values.yaml"} {
+		t.Run("values="+file, func(t *testing.T) {
+			vals := map[string]any{}
+			if file != "" {
+				v, err := chartutil.ReadValuesFile(filepath.Join(chartDir, file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				vals = v
+			}
+			linter := lint.All(chartDir, vals, "mcp", false)
+			for _, m := range linter.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("helm lint: %s", m)
+				} else {
+					t.Logf("helm lint: %s", m)
+				}
+			}
+		})
+	}
+}
+
+// gatewayConfig reads mcpgw.yaml out of the rendered ConfigMap or Secret.
+func gatewayConfig(t *testing.T, objs map[string]any) map[string]any {
+	t.Helper()
+	var text string
+	if cm, ok := objs["ConfigMap/mcpgw-config"].(*corev1.ConfigMap); ok {
+		text = cm.Data["mcpgw.yaml"]
+	} else if s, ok := objs["Secret/mcpgw-config"].(*corev1.Secret); ok {
+		text = s.StringData["mcpgw.yaml"]
+	} else {
+		t.Fatal("neither ConfigMap/mcpgw-config nor Secret/mcpgw-config rendered")
+	}
+	cfg := map[string]any{}
+	if err := yaml.UnmarshalStrict([]byte(text), &cfg); err != nil {
+		t.Fatalf("mcpgw.yaml: %v\n%s", err, text)
+	}
+	return cfg
+}
+
+func checkPod(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	psc := spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+		t.Errorf("pod securityContext does not run as non-root: %+v", psc)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Fatal("container has no securityContext")
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("root filesystem is not read-only")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("privilege escalation is allowed")
+	case sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("capabilities: %+v, want drop [ALL]", sc.Capabilities)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Errorf("seccompProfile: %+v", sc.SeccompProfile)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Errorf("liveness probe: %+v", c.LivenessProbe)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe: %+v", c.ReadinessProbe)
+	}
+	if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources: %+v", c.Resources)
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m.Name
+	}
+	for _, p := range []string{"/etc/mcpgw", "/data", "/home/mcpgw", "/tmp"} {
+		if mounts[p] == "" {
+			t.Errorf("nothing mounted at %s", p)
+		}
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+	}
+	for _, n := range []string{"home", "tmp"} {
+		if vols[n].EmptyDir == nil {
+			t.Errorf("volume %s is not an emptyDir", n)
+		}
+	}
+}
+
+func TestDefaultValues(t *testing.T) {
+	manifest, err := render(t, "", nil)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	objs := decodeAll(t, manifest)
+	for _, want := range []string{"Deployment/mcpgw", "Service/mcpgw", "ServiceAccount/mcpgw", "ConfigMap/mcpgw-config"} {
+		if objs[want] == nil {
+			t.Errorf("%s not rendered", want)
+		}
+	}
+	for key := range objs {
+		switch strings.Split(key, "/")[0] {
+		case "Ingress", "PersistentVolumeClaim", "Secret", "ServiceMonitor", "NetworkPolicy", "HorizontalPodAutoscaler", "PodDisruptionBudget":
+			t.Errorf("%s rendered with default values", key)
+		}
+	}
+	d := objs["Deployment/mcpgw"].(*appsv1.Deployment)
+	checkPod(t, d)
+	if *d.Spec.Replicas != 1 {
+		t.Errorf("replicas %d", *d.Spec.Replicas)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "data" && v.EmptyDir == nil {
+			t.Errorf("data is not an emptyDir without persistence: %+v", v)
+		}
+	}
+	cfg := gatewayConfig(t, objs)
+	if cfg["listen"] != "0.0.0.0:8080" || cfg["data_dir"] != "/data" {
+		t.Errorf("config listen=%v data_dir=%v", cfg["listen"], cfg["data_dir"])
+	}
+	if _, ok := cfg["public_url"]; ok {
+		t.Errorf("public_url %v set without an ingress", cfg["public_url"])
+	}
+}
+
+func TestFullValues(t *testing.T) {
+	manifest, err := render(t, "ci/full-values.yaml", nil)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	objs := decodeAll(t, manifest)
+	for _, want := range []string{
+		"Deployment/mcpgw", "Service/mcpgw", "ServiceAccount/mcpgw", "Secret/mcpgw-config", "Secret/mcpgw",
+		"PersistentVolumeClaim/mcpgw-data", "Ingress/mcpgw", "ServiceMonitor/mcpgw", "NetworkPolicy/mcpgw",
+	} {
+		if objs[want] == nil {
+			t.Errorf("%s not rendered", want)
+		}
+	}
+	if objs["ConfigMap/mcpgw-config"] != nil {
+		t.Error("the config holds token hashes but went to a ConfigMap")
+	}
+	d := objs["Deployment/mcpgw"].(*appsv1.Deployment)
+	checkPod(t, d)
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %q with a ReadWriteOnce volume, want Recreate", d.Spec.Strategy.Type)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "mcpgw" {
+		t.Errorf("envFrom %+v, want the Secret mcpgw", c.EnvFrom)
+	}
+	if s := objs["Secret/mcpgw"].(*corev1.Secret); s.StringData["MCPGW_SECRET"] == "" || s.StringData["SEARCH_API_KEY"] == "" {
+		t.Errorf("Secret mcpgw keys: %v", s.StringData)
+	}
+
+	ing := objs["Ingress/mcpgw"].(*networkingv1.Ingress)
+	for k, v := range map[string]string{
+		"nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
+		"nginx.ingress.kubernetes.io/proxy-send-timeout": "3600",
+		"nginx.ingress.kubernetes.io/proxy-buffering":    "off",
+		"nginx.ingress.kubernetes.io/proxy-body-size":    "8m",
+		"cert-manager.io/cluster-issuer":                 "letsencrypt",
+	} {
+		if got := ing.Annotations[k]; got != v {
+			t.Errorf("ingress annotation %s = %q, want %q", k, got, v)
+		}
+	}
+	if len(ing.Spec.TLS) != 1 || ing.Spec.TLS[0].SecretName != "mcpgw-tls" || len(ing.Spec.TLS[0].Hosts) != 2 {
+		t.Errorf("ingress tls: %+v", ing.Spec.TLS)
+	}
+	if ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "nginx" {
+		t.Errorf("ingressClassName %v", ing.Spec.IngressClassName)
+	}
+
+	pvc := objs["PersistentVolumeClaim/mcpgw-data"].(*corev1.PersistentVolumeClaim)
+	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "standard" || pvc.Spec.Resources.Requests.Storage().String() != "5Gi" {
+		t.Errorf("pvc spec: %+v", pvc.Spec)
+	}
+
+	cfg := gatewayConfig(t, objs)
+	if cfg["public_url"] != "https://mcp.example.com" {
+		t.Errorf("public_url %v, want https://mcp.example.com", cfg["public_url"])
+	}
+	if cfg["secret"] != "${MCPGW_SECRET:-}" || cfg["shutdown_grace"] != "20s" {
+		t.Errorf("config secret=%v shutdown_grace=%v", cfg["secret"], cfg["shutdown_grace"])
+	}
+	admin, _ := cfg["admin"].(map[string]any)
+	auth, _ := cfg["auth"].(map[string]any)
+	if admin == nil || len(admin["tokens"].([]any)) != 1 || auth == nil || len(auth["api_keys"].([]any)) != 1 {
+		t.Errorf("admin %v, auth %v: want the hashes from secrets", admin, auth)
+	}
+	if servers, _ := cfg["servers"].([]any); len(servers) != 2 {
+		t.Errorf("servers %v", cfg["servers"])
+	}
+}
+
+// TestRefused checks the combinations that cannot work with SQLite state
+// fail at render time, saying why.
+func TestRefused(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra map[string]any
+		want  string
+	}{
+		{"two replicas", map[string]any{"replicaCount": 2}, "replicaCount is 2, but must be 1: mcpgw keeps its state in SQLite"},
+		{"HPA", map[string]any{"autoscaling": map[string]any{"enabled": true}}, "autoscaling.enabled must be false: an HPA would run more than one replica, and mcpgw keeps its state in SQLite"},
+		{"PDB", map[string]any{"podDisruptionBudget": map[string]any{"enabled": true}}, "podDisruptionBudget.enabled must be false"},
+		{"existingSecret and signingKey", map[string]any{"secrets": map[string]any{"existingSecret": "mine", "signingKey": "x"}}, "secrets.existingSecret is set"},
+		{"ingress without hosts", map[string]any{"ingress": map[string]any{"enabled": true}}, "ingress.enabled needs ingress.hosts"},
+		{"a typo in values", map[string]any{"replicas": 1}, "additional properties 'replicas' not allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := render(t, "", tt.extra)
+			if err == nil {
+				t.Fatalf("rendered; want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestExistingSecret(t *testing.T) {
+	manifest, err := render(t, "", map[string]any{"secrets": map[string]any{"existingSecret": "mcpgw-keys"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, manifest)
+	if objs["Secret/mcpgw"] != nil {
+		t.Error("a Secret rendered beside existingSecret")
+	}
+	c := objs["Deployment/mcpgw"].(*appsv1.Deployment).Spec.Template.Spec.Containers[0]
+	if got := fmt.Sprint(c.EnvFrom); !strings.Contains(got, "mcpgw-keys") {
+		t.Errorf("envFrom %s, want the Secret mcpgw-keys", got)
+	}
+}

@@ -935,20 +935,11 @@ func checkHTTPSURL(s string) string {
 	}
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
 	default:
 		return fmt.Sprintf("%q must be https (or http on a loopback host)", s)
 	}
 	return ""
-}
-
-// isLoopbackHost reports whether host names this machine.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // MaxServerNameLen is the longest server name.

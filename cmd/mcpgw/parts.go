@@ -134,7 +134,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	limiter, err := auth.NewRateLimiter(auth.RateLimiterOptions{
 		Rate:     cfg.RateLimits.PerPrincipal,
 		MaxKeys:  cfg.RateLimits.MaxPrincipals,
-		ClientIP: func(r *http.Request) string { return clientIP(r, proxies) },
+		ClientIP: func(r *http.Request) string { return legacy.ClientIP(r, proxies) },
 	})
 	if err != nil {
 		return fail(err)
@@ -321,34 +321,4 @@ func restoreServers(ctx context.Context, cfg *config.Config, db *store.SQLite, m
 		}
 	}
 	return nil
-}
-
-// clientIP returns the address of the client of r, for rate limits of
-// anonymous callers: the peer, or, when the peer is a trusted proxy, the
-// last address of X-Forwarded-For that is not a trusted proxy (the ones
-// before it could be made up by the client).
-func clientIP(r *http.Request, trusted []netip.Prefix) string {
-	isTrusted := func(a netip.Addr) bool {
-		return slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
-	}
-	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	client := peer.Addr().Unmap()
-	if !isTrusted(client) {
-		return client.String()
-	}
-	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			break // a malformed hop: trust nothing before it
-		}
-		client = a.Unmap()
-		if !isTrusted(client) {
-			break
-		}
-	}
-	return client.String()
 }

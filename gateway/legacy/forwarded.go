@@ -19,11 +19,7 @@ func forwardedBaseURL(r *http.Request, trusted []netip.Prefix) string {
 		return ""
 	}
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return ""
-	}
-	ip := peer.Addr().Unmap()
-	if !slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+	if err != nil || !isTrusted(trusted, peer.Addr()) {
 		return ""
 	}
 	host := firstValue(r.Header.Get("X-Forwarded-Host"))
@@ -58,4 +54,37 @@ func forwardable(h http.Header) http.Header {
 		out.Del(k)
 	}
 	return out
+}
+
+// isTrusted reports whether a is one of the trusted proxies.
+func isTrusted(trusted []netip.Prefix, a netip.Addr) bool {
+	a = a.Unmap()
+	return slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// ClientIP returns the address of the client of r, for the rate limits of
+// anonymous callers: the peer, or, when the peer is a trusted proxy, the
+// last address of X-Forwarded-For that is not a trusted proxy (the ones
+// before it could be made up by the client).
+func ClientIP(r *http.Request, trusted []netip.Prefix) string {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	client := peer.Addr().Unmap()
+	if !isTrusted(trusted, client) {
+		return client.String()
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break // a malformed hop: trust nothing before it
+		}
+		client = a.Unmap()
+		if !isTrusted(trusted, client) {
+			break
+		}
+	}
+	return client.String()
 }

@@ -1,4 +1,4 @@
-package main
+package legacy
 
 import (
 	"net/http/httptest"
@@ -30,8 +30,8 @@ func TestClientIP(t *testing.T) {
 			if tt.xff != "" {
 				r.Header.Set("X-Forwarded-For", tt.xff)
 			}
-			if got := clientIP(r, tt.trusted); got != tt.want {
-				t.Errorf("clientIP = %q, want %q", got, tt.want)
+			if got := ClientIP(r, tt.trusted); got != tt.want {
+				t.Errorf("ClientIP = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -70,19 +70,7 @@ func (s *Server) rewriteMedia(req *Request, server string, body json.RawMessage,
 		return body
 	}
 	if !messages {
-		content, ok, _ := rawjson.Get(body, field)
-		if !ok {
-			return body
-		}
-		c2, changed := s.opts.Media.RewriteContent(content, r)
-		if !changed {
-			return body
-		}
-		out, err := rawjson.Set(body, field, c2)
-		if err != nil {
-			return body
-		}
-		return out
+		return rewriteMember(body, field, func(v json.RawMessage) (json.RawMessage, bool) { return s.opts.Media.RewriteContent(v, r) })
 	}
 	out, _ := mapArray(body, field, func(msg json.RawMessage) (json.RawMessage, bool) {
 		block, ok, _ := rawjson.Get(msg, "content")
@@ -106,17 +94,23 @@ func (s *Server) rewriteResourceMedia(req *Request, server string, body json.Raw
 	if !ok || !s.opts.MediaConfig.RewriteResources {
 		return body
 	}
-	contents, ok, _ := rawjson.Get(body, "contents")
+	return rewriteMember(body, "contents", func(v json.RawMessage) (json.RawMessage, bool) { return s.opts.Media.RewriteResourceContents(v, r) })
+}
+
+// rewriteMember returns obj with its member key rewritten by f, or obj as
+// it is when it has no such member or f changed nothing.
+func rewriteMember(obj json.RawMessage, key string, f func(json.RawMessage) (json.RawMessage, bool)) json.RawMessage {
+	v, ok, _ := rawjson.Get(obj, key)
 	if !ok {
-		return body
+		return obj
 	}
-	c2, changed := s.opts.Media.RewriteResourceContents(contents, r)
+	v2, changed := f(v)
 	if !changed {
-		return body
+		return obj
 	}
-	out, err := rawjson.Set(body, "contents", c2)
+	out, err := rawjson.Set(obj, key, v2)
 	if err != nil {
-		return body
+		return obj
 	}
 	return out
 }

@@ -163,20 +163,7 @@ func (s *SQLite) listEvents(ctx context.Context, server, method string, after ui
 		return nil, ctx.Err()
 	}
 	query, args := listEventsQuery(server, method, after, limit)
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var evs []Event
-	for rows.Next() {
-		ev, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, rows.Err()
+	return queryAll(ctx, s.r, scanEvent, query, args...)
 }
 
 // listEventsQuery is ListEvents' query and its arguments; after must be at

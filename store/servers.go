@@ -146,20 +146,7 @@ func (s *SQLite) ListServers(ctx context.Context) ([]Server, error) {
 }
 
 func (s *SQLite) listServers(ctx context.Context) ([]Server, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+serverColumns+` FROM servers ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var srvs []Server
-	for rows.Next() {
-		srv, err := scanServer(rows)
-		if err != nil {
-			return nil, err
-		}
-		srvs = append(srvs, srv)
-	}
-	return srvs, rows.Err()
+	return queryAll(ctx, s.r, scanServer, `SELECT `+serverColumns+` FROM servers ORDER BY name`)
 }
 
 // DeleteServer deletes the server record with the given name, or returns

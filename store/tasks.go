@@ -194,20 +194,7 @@ func (s *SQLite) DeleteExpiredTasks(ctx context.Context, now time.Time) (int, er
 }
 
 func (s *SQLite) queryTasks(ctx context.Context, query string, args ...any) ([]Task, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ts []Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		ts = append(ts, t)
-	}
-	return ts, rows.Err()
+	return queryAll(ctx, s.r, scanTask, query, args...)
 }
 
 // scanTask reads one row of taskColumns.

@@ -22,9 +22,9 @@ const module = "github.com/mcpgw/mcpgw"
 var allowed = map[string][]string{
 	"cmd/mcpgw":             {"*"},
 	"gateway":               {"config", "upstream", "naming", "auth", "mediastore", "openapi", "store", "telemetry", "internal/*"},
-	"gateway/legacy":        {"gateway", "auth", "config", "internal/*"},
+	"gateway/legacy":        {"gateway", "auth", "config", "telemetry", "internal/*"},
 	"gateway/admin":         {"gateway", "store", "openapi", "config", "internal/*"},
-	"upstream":              {"config", "internal/jsonrpc", "internal/sse", "internal/rawjson"},
+	"upstream":              {"config", "telemetry", "internal/jsonrpc", "internal/sse", "internal/rawjson"},
 	"upstream/upstreamtest": {"upstream", "internal/jsonrpc"},
 	"naming":                {},
 	"auth":                  {"config"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/telemetry"
 )
 
 // Protocol versions of the legacy era, newest first. LatestProtocolVersion is
@@ -102,11 +103,13 @@ type CallHooks struct {
 	// forward_headers name (config.Server.ForwardHeaders; names match
 	// case-insensitively, all values are copied), except credentials
 	// (Authorization, Cookie, Proxy-Authorization), the transports' own
-	// headers and the server's configured ones, which always win. Nothing
-	// else of the call carries them: not its cancellation, not a resumed
-	// stream's GET, not an initialize after the session expired. Over
-	// stdio, and for a server without forward_headers, it is ignored. It
-	// is read, never changed. Nil forwards nothing.
+	// headers (traceparent and tracestate among them: the POST carries
+	// the call span's own, whose parent is the client's) and the server's
+	// configured ones, which always win. Nothing else of the call carries
+	// them: not its cancellation, not a resumed stream's GET, not an
+	// initialize after the session expired. Over stdio, and for a server
+	// without forward_headers, it is ignored. It is read, never changed.
+	// Nil forwards nothing.
 	Header http.Header
 }
 
@@ -508,6 +511,7 @@ func (c *Client) replay(ctx context.Context) {
 
 // roundTrip sends one request under a fresh id and waits for its response.
 func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
+	params = c.traceParams(ctx, method, params)
 	id := jsonrpc.IntID(c.nextID.Add(1))
 	pc := &call{hooks: hooks, progress: progressToken(params), resp: make(chan *jsonrpc.Message, 1)}
 	c.mu.Lock()
@@ -568,6 +572,35 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		}
 		return nil, &ConnectionError{Server: c.opts.Name, Err: c.t.err()}
 	}
+}
+
+// traceParams returns the params of a request of method with the trace
+// context of ctx in params._meta, where the negotiated revision defines
+// it or the caller already put a traceparent there (see withTraceMeta),
+// and params unchanged otherwise. initialize carries none: no revision
+// defines it there.
+func (c *Client) traceParams(ctx context.Context, method string, params json.RawMessage) json.RawMessage {
+	if method == "initialize" {
+		return params
+	}
+	tc := telemetry.InjectMeta(ctx)
+	if tc == nil {
+		return params
+	}
+	version := ""
+	if init := c.Initialized(); init != nil {
+		version = init.ProtocolVersion
+	}
+	return withTraceMeta(params, tc, metaTraceContext(version))
+}
+
+// sessionID returns the session id (Mcp-Session-Id) the server assigned
+// over streamable HTTP, or "" (no session, another transport).
+func (c *Client) sessionID() string {
+	if s, ok := c.t.(interface{ session() string }); ok {
+		return s.session()
+	}
+	return ""
 }
 
 // headerForwarder is implemented by the transports that carry each

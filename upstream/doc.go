@@ -34,6 +34,16 @@
 // gateway (ping, elicitation cancel, roots from config, errors) and logs
 // it.
 //
+// # Telemetry
+//
+// Manager.Call gives each call that reaches a server a client span, child
+// of the span in its ctx, and propagates the span's W3C trace context: in
+// the traceparent header of the http and sse transports' POSTs, and in
+// params._meta where the negotiated revision defines it (or where the
+// caller already put a traceparent). The Manager also records the call
+// durations, the calls in flight, and each server's state and restarts
+// (see telemetry.go for the names).
+//
 // # Eras
 //
 // Clients speak the legacy era (initialize with 2025-11-25, accepting

@@ -200,11 +200,14 @@ func (p *peer) headerMap(sid, version string) map[string]string {
 }
 
 // neverForwarded are the client headers no forward_headers entry passes
-// on, whatever the configuration says (config refuses them too): the
-// client's credentials, the transports' own headers and hop-by-hop ones.
+// on, whatever the configuration says (config refuses most of them too):
+// the client's credentials, the transports' own headers and hop-by-hop
+// ones. The trace context is the transports' own: each POST carries that
+// of its call's span, whose parent is the client's (injectTraceContext).
 var neverForwarded = []string{
 	"Authorization", "Cookie", "Proxy-Authorization",
 	"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id",
+	"Traceparent", "Tracestate",
 	"Host", "Content-Length", "Content-Type", "Accept", "Accept-Encoding",
 	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
@@ -549,6 +552,7 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	t.forwardHeaders(req, h)
+	injectTraceContext(ctx, req.Header)
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		cancel()
@@ -609,6 +613,13 @@ func (t *httpTransport) abortErr(ctx context.Context, err error) error {
 		return errTransportClosed
 	}
 	return t.netError(err)
+}
+
+// session returns the session id the server assigned, "" when none.
+func (t *httpTransport) session() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessionID
 }
 
 // setSession records the session id the server assigned in its answer to

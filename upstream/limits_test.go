@@ -249,7 +249,7 @@ func TestManager_RateLimitReplace(t *testing.T) {
 }
 
 // headerProbe are the names whose values TestForwardHeaders reports.
-var headerProbe = []string{"X-Request-Id", "X-Tenant", "X-Other", "Cookie", "Proxy-Authorization"}
+var headerProbe = []string{"X-Request-Id", "X-Tenant", "X-Other", "Cookie", "Proxy-Authorization", "Traceparent", "Tracestate"}
 
 // TestForwardHeaders checks that the client headers a server's
 // forward_headers name reach it on the call's POST, over the real http and
@@ -267,10 +267,14 @@ func TestForwardHeaders(t *testing.T) {
 		"Proxy-Authorization": {"Basic eA=="},
 		"X-Test":              {"from the client"},
 		"Mcp-Session-Id":      {"forged"},
+		"Traceparent":         {otherTraceparent},
+		"Tracestate":          {"client=1"},
 	}
 	// Everything a config could list, the refused names too: the
-	// transports check again.
-	all := []string{"x-request-id", "X-TENANT", "Authorization", "cookie", "Proxy-Authorization", "X-Test", "Mcp-Session-Id", "X-Request-Id"}
+	// transports check again. The trace context is never forwarded raw:
+	// a call under a span carries its own (TestManager_TracePropagation),
+	// these calls under none carry none.
+	all := []string{"x-request-id", "X-TENANT", "Authorization", "cookie", "Proxy-Authorization", "X-Test", "Mcp-Session-Id", "X-Request-Id", "traceparent", "tracestate"}
 	tests := []struct {
 		name      string
 		transport string

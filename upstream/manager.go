@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
@@ -109,6 +112,13 @@ type ManagerOptions struct {
 	// Credentials gives each client its credentials. If nil,
 	// StaticCredentials: the server's configured api_key, headers and env.
 	Credentials CredentialProvider
+	// TracerProvider makes the client span of each call (see Call). If
+	// nil, the global provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the metrics of the calls and of the servers'
+	// states and restarts. If nil, the global provider
+	// (otel.GetMeterProvider).
+	MeterProvider metric.MeterProvider
 
 	// newClient makes a client; tests replace New with in-memory peers.
 	newClient func(srv config.Server, opts ClientOptions) (*Client, error)
@@ -139,6 +149,7 @@ type Manager struct {
 	opts   ManagerOptions
 	logger *slog.Logger
 	creds  CredentialProvider
+	ins    instruments
 
 	ctx    context.Context // lifetime of background work; cancelled by Close
 	cancel context.CancelFunc
@@ -245,6 +256,7 @@ func NewManager(opts ManagerOptions) *Manager {
 	for _, s := range opts.Servers {
 		m.servers[s.Name] = m.newEntry(s, m.newLog(s.Name))
 	}
+	m.ins = m.newInstruments()
 	return m
 }
 
@@ -485,6 +497,10 @@ var ErrUnknownServer = errors.New("unknown server")
 // see limits); a full pool gives a *PoolFullError; a JSON-RPC error from
 // the server is a *jsonrpc.Error. With serialize set, the server's calls
 // wait for each other (bounded by ctx).
+//
+// A call that gets through to the server has a client span, child of the
+// span ctx carries, whose context reaches the server (see telemetry.go),
+// and counts in the call metrics; a call refused before has neither.
 func (m *Manager) Call(ctx context.Context, server string, who Caller, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
 	m.mu.Lock()
 	e, ok := m.servers[server]
@@ -522,7 +538,9 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 			return nil, ctx.Err()
 		}
 	}
-	res, err := c.Call(ctx, method, params, hooks)
+	cctx, uc := m.startCall(ctx, e, c, method, params)
+	res, err := c.Call(cctx, method, params, hooks)
+	uc.end(cctx, res, err)
 	var cerr *ConnectionError
 	if !errors.As(err, &cerr) && !errors.Is(err, ErrClosed) {
 		return res, err
@@ -681,6 +699,9 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
+	// Not under m.mu, which the metrics callback takes while the meter
+	// holds its own lock.
+	m.ins.unregister()
 	m.cancel()
 	const stopped = "stopped: the gateway is shutting down"
 	var wg sync.WaitGroup

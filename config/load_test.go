@@ -210,6 +210,7 @@ var badFixtures = []struct {
 			{Path: `servers[0] (name "a").rate_limit`, Message: "needs rate > 0 and burst >= 1 (or rate 0 for none), and max_concurrent >= 0", Server: "a"},
 			{Path: `servers[0] (name "a").forward_headers[1]`, Message: "Authorization is never forwarded: a client's credentials and the gateway's protocol headers stay at the gateway", Server: "a"},
 			{Path: `servers[0] (name "a").forward_headers[2]`, Message: `"bad header" is not a header name`, Server: "a"},
+			{Path: `servers[0] (name "a").forward_headers[3]`, Message: "Traceparent is not forwarded: the gateway sends its own, whose parent is the client's, so the trace continues through it", Server: "a"},
 		},
 	},
 	{

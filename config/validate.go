@@ -525,6 +525,8 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%q is not a header name", h)
 		case slices.Contains(neverForwarded, k):
 			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%s is never forwarded: a client's credentials and the gateway's protocol headers stay at the gateway", k)
+		case k == "Traceparent" || k == "Tracestate":
+			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%s is not forwarded: the gateway sends its own, whose parent is the client's, so the trace continues through it", k)
 		}
 	}
 	if m := s.Media.Mode; m != "" && !slices.Contains(mediaModes, m) {

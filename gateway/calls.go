@@ -19,6 +19,8 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if !ok {
 		return nil, invalidParams("unknown tool %q: it is not in this gateway's tools/list", name)
 	}
+	req.routed(ref.Server)
+	req.toolName = name
 	// Before taskCall: a task, relayed or hosted, and block and poll are
 	// tools/calls too.
 	if !s.acl.allows(req.Principal, req.Groups, kindTool, ref.Server, name) {
@@ -28,7 +30,6 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.toolName = name
 	if res, err, handled := s.taskCall(ctx, req, ref, params); handled {
 		return res, err
 	}
@@ -50,6 +51,8 @@ func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) 
 	if !ok {
 		return nil, invalidParams("unknown prompt %q: it is not in this gateway's prompts/list", name)
 	}
+	req.routed(ref.Server)
+	req.promptName = name
 	if !s.acl.allows(req.Principal, req.Groups, kindPrompt, ref.Server, name) {
 		return nil, forbidden(kindPrompt, name, ref.Server)
 	}
@@ -104,6 +107,7 @@ func (s *Server) complete(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.routed(server)
 	params, err := rawjson.Set(req.Params, "ref", newRef)
 	if err != nil {
 		return nil, invalidParams("completion/complete params must be a JSON object")

@@ -52,8 +52,15 @@ type Request struct {
 	// Nil forwards none.
 	Header http.Header
 
+	// ID is the JSON-RPC id of the request as sent, for its span; "" if
+	// the edge does not say.
+	ID string
+
 	// toolName is the exposed name of a tools/call's tool, once read.
 	toolName string
+	// promptName is the exposed name of a prompts/get's prompt, once
+	// found; server is the server the request was routed to (see routed).
+	promptName, server string
 }
 
 // Client is what a client declared: its negotiated protocol version,

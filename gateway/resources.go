@@ -142,6 +142,7 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	req.routed(server)
 	if !s.mayUseResource(cat, req, server, orig) {
 		return nil, forbidden(kindResource, uri, server)
 	}
@@ -290,6 +291,7 @@ func (s *Server) subscribe(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.routed(server)
 	if !s.mayUseResource(cat, req, server, orig) {
 		return nil, forbidden(kindResource, uri, server)
 	}
@@ -330,6 +332,7 @@ func (s *Server) unsubscribe(ctx context.Context, req *Request) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
+	req.routed(server)
 	key := s.subKeyOf(req, server, orig)
 	if s.dropSubscription(req.Session, key) {
 		params, err := setString(req.Params, "uri", orig)

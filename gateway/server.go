@@ -12,6 +12,8 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -105,6 +107,12 @@ type Options struct {
 	// value (no rules, default allow) lets everybody use everything and
 	// costs nothing.
 	ACL config.ACL
+	// TracerProvider makes the server span of each request (see Observe).
+	// If nil, the global provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the core's metrics (see Observe). If nil, the
+	// global provider (otel.GetMeterProvider).
+	MeterProvider metric.MeterProvider
 }
 
 // Server is the gateway core. It is safe for concurrent use. Create it
@@ -119,6 +127,7 @@ type Server struct {
 	naming   naming.Options
 	cursors  *seal.Sealer
 	acl      *acl // nil: everybody may use everything
+	ins      instruments
 	// taskSealer seals task ids, which name their owner.
 	taskSealer *seal.Sealer
 	tasks      tasks
@@ -255,11 +264,16 @@ func New(opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	ins, err := newInstruments(opts.TracerProvider, opts.MeterProvider)
+	if err != nil {
+		logger.Error("creating the core's metrics failed; they are off", "err", err)
+	}
 	s := &Server{
 		opts:       opts,
 		logger:     logger,
 		cursors:    cursors,
 		acl:        rules,
+		ins:        ins,
 		taskSealer: taskSealer,
 		seen:       seen,
 		settings:   map[string]serverSettings{},
@@ -591,6 +605,11 @@ func (s *Server) flush() {
 // ready for the client, or the context's error when ctx ended (the client
 // went away or cancelled; nothing is to be written).
 func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
+	return s.Observe(ctx, req, func(ctx context.Context) (*Result, error) { return s.handle(ctx, req) })
+}
+
+// handle is Handle under the request's span.
+func (s *Server) handle(ctx context.Context, req *Request) (*Result, error) {
 	s.registerSession(req)
 	switch req.Method {
 	case "ping":
@@ -674,10 +693,12 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 	cause := context.Cause(timer.ctx)
 	switch {
 	case errors.As(err, &limited) && limited.Reason == upstream.ReasonConcurrency:
+		s.rejected(ctx, "server_concurrency")
 		return nil, jsonrpc.NewError(CodeRateLimited,
 			fmt.Sprintf("server %q already has as many calls in flight as its rate_limit.max_concurrent allows; try again later", server),
 			errorData{Server: server})
 	case errors.As(err, &limited):
+		s.rejected(ctx, "server")
 		return nil, jsonrpc.NewError(CodeRateLimited,
 			fmt.Sprintf("server %q is over its rate limit (rate_limit); retry after %s", server, max(limited.RetryAfter.Round(time.Second), time.Second)),
 			errorData{Server: server})
@@ -688,6 +709,7 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 	case errors.As(err, &unavail):
 		return nil, unavailable(server, string(unavail.State), unavail.Err)
 	case errors.As(err, &full):
+		s.rejected(ctx, "server_pool")
 		return nil, jsonrpc.NewError(CodeRateLimited,
 			fmt.Sprintf("server %q has as many upstream sessions as its pool allows (%d) and all are busy; try again later", server, full.Max),
 			errorData{Server: server})

@@ -161,6 +161,7 @@ func (s *Server) lookupTask(ctx context.Context, req *Request) (store.Task, erro
 	if rec.Owner != owner(req) { // cannot happen with a sealed id; checked anyway
 		return store.Task{}, errNoTask(id)
 	}
+	req.routed(rec.Server)
 	return rec, nil
 }
 
@@ -800,6 +801,7 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 	s.tasks.mu.Lock()
 	if s.tasks.hosted[o] >= cfg.MaxHostedPerPrincipal {
 		s.tasks.mu.Unlock()
+		s.rejected(ctx, "hosted_tasks")
 		return nil, jsonrpc.NewError(CodeRateLimited,
 			fmt.Sprintf("you have %d hosted tasks running, the most this gateway runs for one principal; wait for one to finish", cfg.MaxHostedPerPrincipal),
 			map[string]int{"limit": cfg.MaxHostedPerPrincipal})

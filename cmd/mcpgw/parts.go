@@ -24,28 +24,32 @@ import (
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/mediastore"
 	"github.com/mcpgw/mcpgw/store"
+	"github.com/mcpgw/mcpgw/telemetry"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // parts are the running pieces of a gateway built from one config, and the
 // HTTP handler that serves them.
 type parts struct {
-	mgr     *upstream.Manager
-	db      *store.SQLite
-	media   *mediastore.Store
-	core    *gateway.Server
-	edge    *legacy.Handler
-	adm     *admin.API
-	ready   *readiness
-	handler http.Handler
+	mgr   *upstream.Manager
+	db    *store.SQLite
+	media *mediastore.Store
+	// unobserve stops the media metrics reading media.
+	unobserve func()
+	core      *gateway.Server
+	edge      *legacy.Handler
+	adm       *admin.API
+	ready     *readiness
+	handler   http.Handler
 	// adminHandler serves /admin on its own listener (admin.listen), or
 	// is nil when handler serves it.
 	adminHandler http.Handler
 }
 
 // newParts builds the gateway from cfg and starts its upstreams in the
-// background, so that /mcp is up at once.
-func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
+// background, so that /mcp is up at once. Spans and metrics go to tel's
+// providers, and tel.MetricsHandler serves /metrics.
+func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry) (*parts, error) {
 	secret := []byte(cfg.Secret)
 	if len(secret) == 0 {
 		secret = seal.RandomSecret()
@@ -58,6 +62,8 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		ClientInfo:      info,
 		MaxMessageBytes: int64(cfg.MaxResponseBody),
 		LogDir:          filepath.Join(cfg.DataDir, "logs", "mcp"),
+		TracerProvider:  tel.TracerProvider,
+		MeterProvider:   tel.MeterProvider,
 	})
 
 	// On a failure below, what was built is closed again, newest first.
@@ -89,6 +95,11 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		return fail(fmt.Errorf("opening the media store: %w", err))
 	}
 	undo = append(undo, func() { media.Close() })
+	unobserve, err := observeMedia(tel.MeterProvider, media)
+	if err != nil {
+		return fail(fmt.Errorf("registering the media metrics: %w", err))
+	}
+	undo = append(undo, unobserve)
 	core, err := gateway.New(gateway.Options{
 		Media:               media,
 		MediaConfig:         cfg.Media,
@@ -108,6 +119,8 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		ListChangedDebounce: time.Duration(cfg.ListChangedDebounce),
 		Secret:              secret,
 		InputTimeout:        time.Duration(cfg.InputTimeout),
+		TracerProvider:      tel.TracerProvider,
+		MeterProvider:       tel.MeterProvider,
 	})
 	if err != nil {
 		return fail(err)
@@ -148,6 +161,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Auth:                    authn,
 		Core:                    core,
 		Logger:                  logger,
+		MeterProvider:           tel.MeterProvider,
 		AllowHost:               func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) },
 		AllowOrigin:             func(o string) bool { return config.OriginAllowed(cfg.AllowedOrigins, o) },
 		MaxRequestBody:          int64(cfg.MaxRequestBody),
@@ -191,8 +205,12 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		ae.HideBanner, ae.HidePort = true, true
 		adm.Register(ae)
 		adminHandler = ae
+		// Metrics are for operators: with a private admin listener, they
+		// are served there only.
+		ae.GET("/metrics", echo.WrapHandler(tel.MetricsHandler))
 	} else {
 		adm.Register(e)
+		e.GET("/metrics", echo.WrapHandler(tel.MetricsHandler))
 	}
 	// /healthz: the process serves. /readyz: it should get traffic (the
 	// store answers, every required server runs, it is not draining).
@@ -209,7 +227,7 @@ func newParts(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	e.Any("/media/:name", mh)
 
 	mgr.Start()
-	return &parts{mgr: mgr, db: db, media: media, core: core, edge: edge, adm: adm, ready: ready, handler: e, adminHandler: adminHandler}, nil
+	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, adm: adm, ready: ready, handler: e, adminHandler: adminHandler}, nil
 }
 
 // Shutdown budgets after the drain: for the HTTP server to flush and close
@@ -261,6 +279,7 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Ser
 	if err := p.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the database: %w", err))
 	}
+	p.unobserve()
 	if err := p.media.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the media store: %w", err))
 	}

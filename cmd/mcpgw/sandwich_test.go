@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/telemetry"
 )
 
 // ---------------------------------------------------------------------------
@@ -359,6 +360,12 @@ type gw struct {
 // environment) and serves it. Cleanup shuts it down before the fakes.
 func startGateway(t *testing.T, yaml string) *gw {
 	t.Helper()
+	return startGatewayWith(t, yaml, testTelemetry(t))
+}
+
+// startGatewayWith is startGateway with the telemetry tel.
+func startGatewayWith(t *testing.T, yaml string, tel *telemetry.Telemetry) *gw {
+	t.Helper()
 	env := map[string]string{"UP_KEY": upKey}
 	cfg, ps := config.Parse([]byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if len(ps) > 0 {
@@ -369,7 +376,7 @@ func startGateway(t *testing.T, yaml string) *gw {
 	}
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := newParts(cfg, logger)
+	p, err := newParts(cfg, logger, tel)
 	if err != nil {
 		t.Fatalf("newParts: %v", err)
 	}

@@ -14,7 +14,11 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/telemetry"
 )
+
+// telemetryFlush bounds the export of the last spans at exit.
+const telemetryFlush = 5 * time.Second
 
 // serveCmd runs the gateway until ctx ends, then shuts it down within the
 // configured grace.
@@ -60,7 +64,22 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	}
 	bound := *cfg
 	bound.PublicURL = publicURL // with the port it got, when it was 0
-	p, err := newParts(&bound, logger)
+	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: buildVersion(), LookupEnv: lookupEnv})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Spans of the drain are exported before the process ends.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			logger.Warn("flushing telemetry failed", "err", err)
+		}
+	}()
+	if tel.Exporting {
+		logger.Info("exporting traces over OTLP")
+	}
+	p, err := newParts(&bound, logger, tel)
 	if err != nil {
 		return err
 	}

@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/seal"
+	"github.com/mcpgw/mcpgw/telemetry"
 )
 
 // The HTTP headers of the streamable HTTP transport.
@@ -50,6 +52,10 @@ type Options struct {
 	Core *gateway.Server
 	// Logger receives the edge's logs. Nil discards them.
 	Logger *slog.Logger
+	// MeterProvider makes the edge's metrics: the sessions open, their
+	// durations, and the requests refused by auth and by rate and session
+	// limits. If nil, the global provider (otel.GetMeterProvider).
+	MeterProvider metric.MeterProvider
 	// AllowHost reports whether a Host header value (host or host:port, as
 	// the client sent it) may reach /mcp; others get 403 (DNS rebinding).
 	// Nil allows every host.
@@ -122,6 +128,7 @@ type Handler struct {
 	logger    *slog.Logger
 	sealer    *seal.Sealer
 	principal func(*http.Request) string
+	meters    meters
 
 	mu           sync.Mutex
 	state        state
@@ -226,6 +233,9 @@ func New(opts Options) (*Handler, error) {
 		janitorDone:  make(chan struct{}),
 		closed:       make(chan struct{}),
 	}
+	if err := h.newMeters(opts.MeterProvider); err != nil {
+		h.logger.Error("creating the edge's metrics failed; some are off", "err", err)
+	}
 	h.stopWatch = h.core.Watch(h.listChanged)
 	go h.janitor()
 	return h, nil
@@ -280,10 +290,14 @@ func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		if h.opts.Auth != nil {
 			p, err := h.opts.Auth.Authenticate(r)
 			if err != nil {
-				status := http.StatusUnauthorized
+				status, reason := http.StatusUnauthorized, "unauthenticated"
 				if e, ok := errors.AsType[*auth.Error](err); ok && e.Status != 0 {
 					status = e.Status // 403 for a token without the needed scopes
 				}
+				if status == http.StatusForbidden {
+					reason = "insufficient_scope"
+				}
+				h.meters.denied.Add(r.Context(), 1, metric.WithAttributes(telemetry.Reason.String(reason)))
 				w.Header().Set("WWW-Authenticate", h.opts.Auth.Challenge(err))
 				writeError(w, status, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, err.Error(), nil)
 				return nil
@@ -292,6 +306,7 @@ func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if h.opts.RateLimit != nil {
 			if wait, ok := h.opts.RateLimit.Allow(c.Request()); !ok {
+				h.rejected(r.Context(), "principal")
 				secs := auth.RetryAfter(wait)
 				w.Header().Set("Retry-After", secs)
 				writeError(w, http.StatusTooManyRequests, jsonrpc.ID{}, gateway.CodeRateLimited,
@@ -325,6 +340,7 @@ func (h *Handler) Close(ctx context.Context) error {
 		h.state = draining
 		h.mu.Unlock()
 		h.stopWatch()
+		h.meters.unregister()
 		close(h.stopJanitor)
 		<-h.janitorDone
 

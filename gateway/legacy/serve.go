@@ -81,6 +81,7 @@ func (h *Handler) post(c echo.Context) error {
 	if !ok || !checkVersionHeader(w, r) {
 		return nil
 	}
+	r = withTraceContext(r)
 	msgs, batch, err := jsonrpc.Parse(body)
 	if err != nil {
 		var jerr *jsonrpc.Error
@@ -169,31 +170,49 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 
 // initialize starts a session: it negotiates the version (the client's if
 // this edge speaks it, else the newest) and answers with the gateway's
-// capabilities and the session id (MCP 2025-11-25, basic/lifecycle).
+// capabilities and the session id (MCP 2025-11-25, basic/lifecycle). The
+// core observes it like the requests it answers (its span and metrics).
 func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) {
+	req := &gateway.Request{Method: "initialize", ID: plainID(m.ID), Params: m.Params}
+	h.core.Observe(r.Context(), req, func(context.Context) (*gateway.Result, error) {
+		if jerr := h.startSession(w, r, m, req); jerr != nil {
+			return nil, jerr
+		}
+		return nil, nil
+	})
+}
+
+// startSession is initialize's work. It writes the answer, records the
+// session and its version in req, and returns the JSON-RPC error it
+// answered with, if any.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message, req *gateway.Request) *jsonrpc.Error {
 	if c := bytes.TrimSpace(m.Params); len(c) == 0 || c[0] != '{' {
-		writeJSON(w, http.StatusOK, errorMessage(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams,
-			"initialize needs params {protocolVersion, capabilities, clientInfo}", nil)))
-		return
+		jerr := jsonrpc.NewError(jsonrpc.CodeInvalidParams, "initialize needs params {protocolVersion, capabilities, clientInfo}", nil)
+		writeJSON(w, http.StatusOK, errorMessage(m.ID, jerr))
+		return jerr
 	}
 	requested, _ := rawjson.String(m.Params, "protocolVersion")
 	version := V20251125
 	if supported(requested) {
 		version = requested
 	}
+	req.Client.ProtocolVersion = version
 	caps, _, _ := rawjson.Get(m.Params, "capabilities")
 	info, _, _ := rawjson.Get(m.Params, "clientInfo")
 	s, tok, status, msg := h.create(r, version, bytes.Clone(caps), bytes.Clone(info))
 	if s == nil {
 		if msg == "" {
 			writeShuttingDown(w, m.ID)
-			return
+			return jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway is shutting down", nil)
 		}
+		h.rejected(r.Context(), "sessions")
 		limit := map[int]int{http.StatusServiceUnavailable: h.opts.MaxSessions, http.StatusTooManyRequests: h.opts.MaxSessionsPerPrincipal}[status]
 		w.Header().Set("Retry-After", "60")
-		writeError(w, status, m.ID, gateway.CodeRateLimited, msg, map[string]int{"limit": limit})
-		return
+		jerr := jsonrpc.NewError(gateway.CodeRateLimited, msg, map[string]int{"limit": limit})
+		writeJSON(w, status, errorMessage(m.ID, jerr))
+		return jerr
 	}
+	req.Session = s.key
 	h.logger.Debug("session started", "session_id", s.key, "principal", s.principal,
 		"version", version, "client", s.clientName, "client_version", s.clientVersion)
 	gi := h.core.InfoFor(s.principal)
@@ -204,6 +223,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, m *jsonrpc.
 	}{version, gi.Capabilities, gi.ServerInfo})
 	w.Header().Set(HeaderSessionID, tok)
 	writeJSON(w, http.StatusOK, resultMessage(m.ID, result))
+	return nil
 }
 
 // notification handles a client notification on s.
@@ -251,6 +271,7 @@ func (h *Handler) begin(r *http.Request, s *session, m *jsonrpc.Message) (*call,
 		return nil, 0, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 			"request id %s is already in flight in this session; use a new id for each request", key)
 	case len(s.calls) >= h.opts.MaxInFlight:
+		h.rejected(r.Context(), "session_in_flight")
 		return nil, 0, jsonrpc.NewError(gateway.CodeRateLimited,
 			fmt.Sprintf("this session has %d requests in flight, the limit; wait for some to finish", h.opts.MaxInFlight),
 			map[string]int{"limit": h.opts.MaxInFlight})
@@ -290,6 +311,7 @@ func (h *Handler) serve(s *session, c *call, params json.RawMessage, st *stream,
 func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) []byte {
 	req := &gateway.Request{
 		Method:    c.method,
+		ID:        plainID(c.id),
 		Params:    params,
 		Principal: s.principal,
 		Groups:    c.groups,

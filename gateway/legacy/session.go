@@ -231,6 +231,7 @@ func (h *Handler) remove(s *session, cause error) {
 			delete(h.perPrincipal, s.principal)
 		}
 		h.logger.Debug("session ended", "session_id", s.key, "principal", s.principal, "reason", cause.Error())
+		h.sessionEnded(s)
 	}
 	h.mu.Unlock()
 	// The core forgets what the session held (its subscriptions).

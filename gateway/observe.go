@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/telemetry"
+)
+
+// Telemetry of downstream requests (OpenTelemetry MCP semantic
+// conventions, gen-ai/mcp.md). Each request the core answers, and each an
+// edge answers itself through Observe (initialize), gets:
+//
+//	client ──traceparent──▶ [server span "tools/call mcp__fs__read"]
+//	                              │ parent of
+//	                              ▼
+//	                        [client span "tools/call read"] ──traceparent──▶ server
+//
+// The server span continues the client's trace: params._meta.traceparent
+// when the request carries one, else the HTTP traceparent header the edge
+// put into ctx. The client spans are upstream's, started under the server
+// span's context. Metrics: the mcp.server.operation.duration histogram by
+// method, server, tool and outcome (its count is the request count), the
+// requests in flight, and the access denials and rate-limit rejections the
+// core decides.
+
+// instruments are the core's tracer and metric instruments.
+type instruments struct {
+	tracer    trace.Tracer
+	duration  metric.Float64Histogram
+	inFlight  metric.Int64UpDownCounter
+	rejected  metric.Int64Counter
+	denied    metric.Int64Counter
+	available bool // false: the instruments could not be made; metrics are off
+}
+
+// newInstruments makes the core's instruments from the providers (nil: the
+// global ones).
+func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instruments, error) {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(telemetry.ScopeName)
+	in := instruments{
+		tracer:   tp.Tracer(telemetry.ScopeName),
+		rejected: telemetry.RateLimitRejections(meter),
+		denied:   telemetry.AccessDenials(meter),
+	}
+	var err1, err2 error
+	in.duration, err1 = meter.Float64Histogram("mcp.server.operation.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Duration of the MCP requests the gateway answered, from receipt to answer, by method, server, tool and outcome."),
+		metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets...))
+	in.inFlight, err2 = meter.Int64UpDownCounter("mcpgw.requests.in_flight",
+		metric.WithUnit("{request}"),
+		metric.WithDescription("MCP requests the gateway is answering now, by method."))
+	if err := errors.Join(err1, err2); err != nil {
+		return in, err
+	}
+	in.available = true
+	return in, nil
+}
+
+// Observe runs fn as the answer to req under the request's server span
+// and records its metrics. Handle observes itself; an edge calls Observe
+// for the requests it answers alone (initialize), with a Request that has
+// at least Method, Session (which fn may set) and Client.ProtocolVersion.
+// ctx may carry the remote span context of the HTTP request's
+// traceparent; a traceparent in req.Params._meta takes precedence.
+func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.Context) (*Result, error)) (*Result, error) {
+	if meta, ok, _ := rawjson.Get(req.Params, "_meta"); ok {
+		ctx = telemetry.ExtractMeta(ctx, meta)
+	}
+	method := telemetry.MethodLabel(req.Method)
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs, telemetry.MethodName.String(req.Method))
+	if req.ID != "" {
+		attrs = append(attrs, telemetry.RequestID.String(req.ID))
+	}
+	ctx, span := s.ins.tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	defer span.End()
+	methodAttr := attribute.NewSet(telemetry.MethodName.String(method))
+	if s.ins.available {
+		s.ins.inFlight.Add(ctx, 1, metric.WithAttributeSet(methodAttr))
+	}
+	start := time.Now()
+
+	res, err := fn(ctx)
+
+	elapsed := time.Since(start).Seconds()
+	outcome, errType := outcomeOf(req, res, err)
+	// Attributes known only now: the session fn created, the route.
+	// labels go on the span and, with the bounded method, on the metrics.
+	labels := []attribute.KeyValue{telemetry.Outcome.String(outcome)}
+	extra := make([]attribute.KeyValue, 0, 8)
+	if req.Session != "" {
+		extra = append(extra, telemetry.SessionID.String(req.Session))
+	}
+	if v := req.Client.ProtocolVersion; v != "" {
+		extra = append(extra, telemetry.ProtocolVersion.String(v))
+		labels = append(labels, telemetry.ProtocolVersion.String(v))
+	}
+	if req.server != "" {
+		labels = append(labels, telemetry.Server.String(req.server))
+	}
+	name := req.Method
+	switch {
+	case req.toolName != "":
+		name += " " + req.toolName
+		labels = append(labels, telemetry.ToolName.String(req.toolName))
+		extra = append(extra, telemetry.OperationName.String(telemetry.ExecuteTool))
+	case req.promptName != "":
+		name += " " + req.promptName
+		labels = append(labels, telemetry.PromptName.String(req.promptName))
+	}
+	if errType != "" {
+		labels = append(labels, telemetry.ErrorType.String(errType))
+		span.SetStatus(codes.Error, errType)
+		if code, ok := errorCode(err); ok {
+			extra = append(extra, telemetry.StatusCode.String(strconv.Itoa(code)))
+		}
+	}
+	span.SetName(name)
+	span.SetAttributes(append(extra, labels...)...)
+	if s.ins.available {
+		s.ins.inFlight.Add(ctx, -1, metric.WithAttributeSet(methodAttr))
+		s.ins.duration.Record(ctx, elapsed, metric.WithAttributes(append(labels, telemetry.MethodName.String(method))...))
+		if code, _ := errorCode(err); code == CodeForbidden {
+			s.ins.denied.Add(ctx, 1, metric.WithAttributes(telemetry.Reason.String("acl")))
+		}
+	}
+	return res, err
+}
+
+// outcomeOf classifies how a request ended, with the error.type of a
+// failure ("" on success).
+func outcomeOf(req *Request, res *Result, err error) (outcome, errType string) {
+	if err != nil {
+		if code, ok := errorCode(err); ok {
+			return telemetry.OutcomeError, strconv.Itoa(code)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return telemetry.OutcomeError, telemetry.ErrorTimeout
+		}
+		if errors.Is(err, context.Canceled) {
+			return telemetry.OutcomeCancelled, telemetry.ErrorCancelled
+		}
+		return telemetry.OutcomeError, telemetry.ErrorInternal
+	}
+	if req.Method == "tools/call" && res != nil && res.Type == ResultComplete {
+		if v, ok, _ := rawjson.Get(res.Body, "isError"); ok && string(v) == "true" {
+			return telemetry.OutcomeToolError, telemetry.ErrorToolError
+		}
+	}
+	return telemetry.OutcomeOK, ""
+}
+
+// errorCode returns the JSON-RPC code of err, if it is a *jsonrpc.Error.
+func errorCode(err error) (int, bool) {
+	if jerr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		return jerr.Code, true
+	}
+	return 0, false
+}
+
+// rejected counts a request a limit refused (see
+// telemetry.RateLimitRejections for the reasons).
+func (s *Server) rejected(ctx context.Context, reason string) {
+	if s.ins.available {
+		s.ins.rejected.Add(ctx, 1, metric.WithAttributes(telemetry.Reason.String(reason)))
+	}
+}
+
+// routed records the server (and, for a tools/call or prompts/get, the
+// exposed name) a request goes to, for its span and metrics. Only the
+// goroutine answering req calls it, before Handle returns.
+func (req *Request) routed(server string) { req.server = server }

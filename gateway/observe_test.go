@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/upstream"
+	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
+)
+
+// attrMap renders an attribute set as a map of strings.
+func attrMap(kvs []attribute.KeyValue) map[string]string {
+	out := map[string]string{}
+	for _, kv := range kvs {
+		out[string(kv.Key)] = kv.Value.Emit()
+	}
+	return out
+}
+
+// TestObserve: each request gets a server span named and attributed by
+// the MCP conventions, continuing a traceparent of params._meta, and one
+// count in the duration histogram under bounded labels: the method (an
+// unknown one as _OTHER), the server and tool once routed, the outcome.
+func TestObserve(t *testing.T) {
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s",
+		Tools: raws(`{"name":"ok","inputSchema":{"type":"object"}}`, `{"name":"bad","inputSchema":{"type":"object"}}`, `{"name":"secret","inputSchema":{"type":"object"}}`),
+		Handle: func(_ context.Context, _ string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			var p struct{ Name string }
+			json.Unmarshal(params, &p)
+			if p.Name == "bad" {
+				return json.RawMessage(`{"content":[],"isError":true}`), nil
+			}
+			return json.RawMessage(`{"content":[]}`), nil
+		}})
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	s := newCore(t, m, Options{TracerProvider: tp, MeterProvider: mp, ACL: config.ACL{Default: config.ACLAllow, Rules: []config.ACLRule{
+		{Effect: config.ACLDeny, Tools: []string{"mcp__s__secret"}},
+	}}})
+
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	tests := []struct {
+		name      string
+		req       Request
+		wantSpan  string
+		wantAttrs map[string]string // of the span, beyond the histogram's labels
+		wantLabel map[string]string // of the histogram point
+	}{
+		{
+			name:      "tool call",
+			req:       Request{Method: "tools/call", ID: "7", Session: "sess", Client: Client{ProtocolVersion: "2025-11-25"}, Params: json.RawMessage(`{"name":"mcp__s__ok","_meta":{"traceparent":"` + parent + `"}}`)},
+			wantSpan:  "tools/call mcp__s__ok",
+			wantAttrs: map[string]string{"jsonrpc.request.id": "7", "mcp.session.id": "sess", "gen_ai.operation.name": "execute_tool"},
+			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__ok", "mcpgw.outcome": "ok", "mcp.protocol.version": "2025-11-25"},
+		},
+		{
+			name:      "tool error",
+			req:       Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__bad"}`)},
+			wantSpan:  "tools/call mcp__s__bad",
+			wantAttrs: map[string]string{"gen_ai.operation.name": "execute_tool"},
+			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__bad", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
+		},
+		{
+			name:      "denied by the access rules",
+			req:       Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__secret"}`)},
+			wantSpan:  "tools/call mcp__s__secret",
+			wantAttrs: map[string]string{"gen_ai.operation.name": "execute_tool", "rpc.response.status_code": "-31004"},
+			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__secret", "mcpgw.outcome": "error", "error.type": "-31004"},
+		},
+		{
+			// A made-up tool name is no label: it is not in the catalog.
+			name:      "unknown tool",
+			req:       Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__nope"}`)},
+			wantSpan:  "tools/call",
+			wantAttrs: map[string]string{"rpc.response.status_code": "-32602"},
+			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.outcome": "error", "error.type": "-32602"},
+		},
+		{
+			// So is a made-up method.
+			name:      "unknown method",
+			req:       Request{Method: "made/up"},
+			wantSpan:  "made/up",
+			wantAttrs: map[string]string{"rpc.response.status_code": "-32601"},
+			wantLabel: map[string]string{"mcp.method.name": "_OTHER", "mcpgw.outcome": "error", "error.type": "-32601"},
+		},
+		{
+			name:      "list",
+			req:       Request{Method: "tools/list"},
+			wantSpan:  "tools/list",
+			wantAttrs: map[string]string{},
+			wantLabel: map[string]string{"mcp.method.name": "tools/list", "mcpgw.outcome": "ok"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec.Reset()
+			req := tt.req
+			s.Handle(context.Background(), &req)
+			spans := rec.Ended()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want 1", len(spans))
+			}
+			sp := spans[0]
+			if sp.Name() != tt.wantSpan || sp.SpanKind() != trace.SpanKindServer {
+				t.Errorf("span %q (%v), want %q (server)", sp.Name(), sp.SpanKind(), tt.wantSpan)
+			}
+			want := map[string]string{"mcp.method.name": req.Method}
+			for k, v := range tt.wantLabel {
+				if k != "mcp.method.name" {
+					want[k] = v
+				}
+			}
+			for k, v := range tt.wantAttrs {
+				want[k] = v
+			}
+			if diff := cmp.Diff(want, attrMap(sp.Attributes())); diff != "" {
+				t.Errorf("span attributes (-want +got):\n%s", diff)
+			}
+			if tt.name == "tool call" && (sp.Parent().SpanID().String() != "00f067aa0ba902b7" || !sp.Parent().IsRemote()) {
+				t.Errorf("span parent %v, want the _meta traceparent's", sp.Parent())
+			}
+			if _, ok := histogramCount(t, reader, "mcp.server.operation.duration", tt.wantLabel); !ok {
+				t.Errorf("no histogram point with %v", tt.wantLabel)
+			}
+		})
+	}
+	if n, _ := counterValue(t, reader, "mcpgw.access.denials", map[string]string{"mcpgw.reason": "acl"}); n != 1 {
+		t.Errorf("access denials = %d, want 1", n)
+	}
+	if n, ok := counterValue(t, reader, "mcpgw.requests.in_flight", map[string]string{"mcp.method.name": "tools/call"}); !ok || n != 0 {
+		t.Errorf("tools/call in flight = %d (%v), want 0", n, ok)
+	}
+}
+
+// TestOutcomeOf covers the classification of how a request ended.
+func TestOutcomeOf(t *testing.T) {
+	tests := []struct {
+		name        string
+		method      string
+		res         *Result
+		err         error
+		wantOutcome string
+		wantType    string
+	}{
+		{"ok", "tools/call", complete(json.RawMessage(`{"content":[]}`)), nil, "ok", ""},
+		{"isError false", "tools/call", complete(json.RawMessage(`{"isError":false}`)), nil, "ok", ""},
+		{"isError", "tools/call", complete(json.RawMessage(`{"isError":true}`)), nil, "tool_error", "tool_error"},
+		{"isError outside tools/call", "prompts/get", complete(json.RawMessage(`{"isError":true}`)), nil, "ok", ""},
+		{"a task", "tools/call", &Result{Type: ResultTask, Body: json.RawMessage(`{"task":{}}`)}, nil, "ok", ""},
+		{"JSON-RPC error", "tools/call", nil, jsonrpc.NewError(CodeUpstreamTimeout, "slow", nil), "error", "-31002"},
+		{"cancelled", "tools/call", nil, context.Canceled, "cancelled", "cancelled"},
+		{"deadline", "tools/call", nil, context.DeadlineExceeded, "error", "timeout"},
+		{"other", "tools/call", nil, errTest, "error", "internal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			outcome, typ := outcomeOf(&Request{Method: tt.method}, tt.res, tt.err)
+			if outcome != tt.wantOutcome || typ != tt.wantType {
+				t.Errorf("outcomeOf = %q, %q; want %q, %q", outcome, typ, tt.wantOutcome, tt.wantType)
+			}
+		})
+	}
+}
+
+type testError struct{}
+
+func (testError) Error() string { return "test" }
+
+var errTest error = testError{}
+
+// collect reads every metric of reader.
+func collect(t *testing.T, reader *sdkmetric.ManualReader) []metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var out []metricdata.Metrics
+	for _, sm := range rm.ScopeMetrics {
+		out = append(out, sm.Metrics...)
+	}
+	return out
+}
+
+// matches reports whether set has every attribute of want (and, for the
+// duration histogram, no other).
+func matches(set attribute.Set, want map[string]string, exact bool) bool {
+	got := attrMap(set.ToSlice())
+	if exact {
+		return cmp.Equal(want, got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// histogramCount returns the count of the histogram point whose labels
+// are exactly want.
+func histogramCount(t *testing.T, reader *sdkmetric.ManualReader, name string, want map[string]string) (uint64, bool) {
+	t.Helper()
+	for _, m := range collect(t, reader) {
+		if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
+			for _, p := range h.DataPoints {
+				if matches(p.Attributes, want, true) {
+					return p.Count, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// counterValue returns the value of the sum point whose labels include
+// want.
+func counterValue(t *testing.T, reader *sdkmetric.ManualReader, name string, want map[string]string) (int64, bool) {
+	t.Helper()
+	for _, m := range collect(t, reader) {
+		if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
+			for _, p := range s.DataPoints {
+				if matches(p.Attributes, want, false) {
+					return p.Value, true
+				}
+			}
+		}
+	}
+	return 0, false
+}

@@ -349,6 +349,16 @@ func TestFullValues(t *testing.T) {
 	if ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "nginx" {
 		t.Errorf("ingressClassName %v", ing.Spec.IngressClassName)
 	}
+	// Clients' paths only: /admin and /metrics stay inside the cluster.
+	for _, rule := range ing.Spec.Rules {
+		var paths []string
+		for _, p := range rule.HTTP.Paths {
+			paths = append(paths, p.Path)
+		}
+		if strings.Join(paths, " ") != "/mcp /media /.well-known" {
+			t.Errorf("ingress paths of %s: %v, want /mcp /media /.well-known", rule.Host, paths)
+		}
+	}
 
 	pvc := objs["PersistentVolumeClaim/mcpgw-data"].(*corev1.PersistentVolumeClaim)
 	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "standard" || pvc.Spec.Resources.Requests.Storage().String() != "5Gi" {

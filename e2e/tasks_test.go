@@ -506,26 +506,35 @@ func TestTasks_ToolsList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rg := startTaskGateway(t, tt.global, tt.ups...)
 			c := dialTasks(t, rg.gateway, nil)
-			var list struct {
-				Tools []struct {
-					Name      string `json:"name"`
-					Execution *struct {
-						TaskSupport *string `json:"taskSupport"`
-					} `json:"execution"`
-				} `json:"tools"`
-			}
-			if err := json.Unmarshal(c.call(t, "tools/list", nil), &list); err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]string{}
-			for _, tool := range list.Tools {
-				if tool.Execution == nil || tool.Execution.TaskSupport == nil {
-					t.Errorf("tool %s is listed without execution.taskSupport", tool.Name)
-					continue
+			var got map[string]string
+			// A server's state turns running just before the catalog
+			// merges its tools: list until every wanted tool is there.
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				var list struct {
+					Tools []struct {
+						Name      string `json:"name"`
+						Execution *struct {
+							TaskSupport *string `json:"taskSupport"`
+						} `json:"execution"`
+					} `json:"tools"`
 				}
-				if _, ok := tt.want[tool.Name]; ok {
-					got[tool.Name] = *tool.Execution.TaskSupport
+				if err := json.Unmarshal(c.call(t, "tools/list", nil), &list); err != nil {
+					t.Fatal(err)
 				}
+				got = map[string]string{}
+				for _, tool := range list.Tools {
+					if tool.Execution == nil || tool.Execution.TaskSupport == nil {
+						t.Errorf("tool %s is listed without execution.taskSupport", tool.Name)
+						continue
+					}
+					if _, ok := tt.want[tool.Name]; ok {
+						got[tool.Name] = *tool.Execution.TaskSupport
+					}
+				}
+				if len(got) == len(tt.want) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("execution.taskSupport (-want +got):\n%s", diff)

@@ -42,6 +42,8 @@ type instruments struct {
 	rejected  metric.Int64Counter
 	denied    metric.Int64Counter
 	available bool // false: the instruments could not be made; metrics are off
+	// methods are the attribute sets of the method labels (read-only).
+	methods map[string]metric.MeasurementOption
 }
 
 // newInstruments makes the core's instruments from the providers (nil: the
@@ -71,7 +73,19 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 		return in, err
 	}
 	in.available = true
+	in.methods = map[string]metric.MeasurementOption{}
+	for _, m := range append(telemetry.Methods(), telemetry.OtherMethod) {
+		in.methods[m] = metric.WithAttributeSet(attribute.NewSet(telemetry.MethodName.String(m)))
+	}
 	return in, nil
+}
+
+// methodSet returns the measurement option of a method label, made once.
+func (in *instruments) methodSet(method string) metric.MeasurementOption {
+	if o, ok := in.methods[method]; ok {
+		return o
+	}
+	return metric.WithAttributes(telemetry.MethodName.String(method))
 }
 
 // Observe runs fn as the answer to req under the request's server span
@@ -82,19 +96,16 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 // traceparent; a traceparent in req.Params._meta takes precedence.
 func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.Context) (*Result, error)) (*Result, error) {
 	if meta, ok, _ := rawjson.Get(req.Params, "_meta"); ok {
-		ctx = telemetry.ExtractMeta(ctx, meta)
+		if _, has, _ := rawjson.Get(meta, telemetry.MetaTraceparent); has {
+			ctx = telemetry.ExtractMeta(ctx, meta)
+		}
 	}
 	method := telemetry.MethodLabel(req.Method)
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs, telemetry.MethodName.String(req.Method))
-	if req.ID != "" {
-		attrs = append(attrs, telemetry.RequestID.String(req.ID))
-	}
-	ctx, span := s.ins.tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	ctx, span := s.ins.tracer.Start(ctx, req.Method, spanKindServer)
 	defer span.End()
-	methodAttr := attribute.NewSet(telemetry.MethodName.String(method))
+	inFlight := s.ins.methodSet(method)
 	if s.ins.available {
-		s.ins.inFlight.Add(ctx, 1, metric.WithAttributeSet(methodAttr))
+		s.ins.inFlight.Add(ctx, 1, inFlight)
 	}
 	start := time.Now()
 
@@ -102,47 +113,72 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 
 	elapsed := time.Since(start).Seconds()
 	outcome, errType := outcomeOf(req, res, err)
-	// Attributes known only now: the session fn created, the route.
-	// labels go on the span and, with the bounded method, on the metrics.
-	labels := []attribute.KeyValue{telemetry.Outcome.String(outcome)}
-	extra := make([]attribute.KeyValue, 0, 8)
-	if req.Session != "" {
-		extra = append(extra, telemetry.SessionID.String(req.Session))
-	}
+	// The labels, known only now (the route), go on the metrics and the
+	// span; the span gets more when it is recorded.
+	labels := make([]attribute.KeyValue, 0, 7)
+	labels = append(labels, telemetry.MethodName.String(method), telemetry.Outcome.String(outcome))
 	if v := req.Client.ProtocolVersion; v != "" {
-		extra = append(extra, telemetry.ProtocolVersion.String(v))
 		labels = append(labels, telemetry.ProtocolVersion.String(v))
 	}
 	if req.server != "" {
 		labels = append(labels, telemetry.Server.String(req.server))
 	}
-	name := req.Method
 	switch {
 	case req.toolName != "":
-		name += " " + req.toolName
 		labels = append(labels, telemetry.ToolName.String(req.toolName))
-		extra = append(extra, telemetry.OperationName.String(telemetry.ExecuteTool))
 	case req.promptName != "":
-		name += " " + req.promptName
 		labels = append(labels, telemetry.PromptName.String(req.promptName))
 	}
 	if errType != "" {
 		labels = append(labels, telemetry.ErrorType.String(errType))
-		span.SetStatus(codes.Error, errType)
-		if code, ok := errorCode(err); ok {
-			extra = append(extra, telemetry.StatusCode.String(strconv.Itoa(code)))
-		}
 	}
-	span.SetName(name)
-	span.SetAttributes(append(extra, labels...)...)
+	if span.IsRecording() {
+		s.annotate(span, req, labels, err, errType)
+	}
 	if s.ins.available {
-		s.ins.inFlight.Add(ctx, -1, metric.WithAttributeSet(methodAttr))
-		s.ins.duration.Record(ctx, elapsed, metric.WithAttributes(append(labels, telemetry.MethodName.String(method))...))
+		s.ins.inFlight.Add(ctx, -1, inFlight)
+		s.ins.duration.Record(ctx, elapsed, metric.WithAttributes(labels...))
 		if code, _ := errorCode(err); code == CodeForbidden {
-			s.ins.denied.Add(ctx, 1, metric.WithAttributes(telemetry.Reason.String("acl")))
+			s.ins.denied.Add(ctx, 1, aclReason)
 		}
 	}
 	return res, err
+}
+
+var (
+	spanKindServer = trace.WithSpanKind(trace.SpanKindServer)
+	aclReason      = metric.WithAttributeSet(attribute.NewSet(telemetry.Reason.String("acl")))
+)
+
+// annotate names a recorded server span and gives it its attributes:
+// labels, with the request's own method (labels have the bounded one),
+// and what only spans carry (ids, the JSON-RPC error code).
+func (s *Server) annotate(span trace.Span, req *Request, labels []attribute.KeyValue, err error, errType string) {
+	name := req.Method
+	switch {
+	case req.toolName != "":
+		name += " " + req.toolName
+	case req.promptName != "":
+		name += " " + req.promptName
+	}
+	span.SetName(name)
+	attrs := append(labels, telemetry.MethodName.String(req.Method)) // wins over the label's
+	if req.ID != "" {
+		attrs = append(attrs, telemetry.RequestID.String(req.ID))
+	}
+	if req.Session != "" {
+		attrs = append(attrs, telemetry.SessionID.String(req.Session))
+	}
+	if req.toolName != "" {
+		attrs = append(attrs, telemetry.OperationName.String(telemetry.ExecuteTool))
+	}
+	if errType != "" {
+		span.SetStatus(codes.Error, errType)
+		if code, ok := errorCode(err); ok {
+			attrs = append(attrs, telemetry.StatusCode.String(strconv.Itoa(code)))
+		}
+	}
+	span.SetAttributes(attrs...)
 }
 
 // outcomeOf classifies how a request ended, with the error.type of a

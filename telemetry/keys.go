@@ -135,6 +135,15 @@ var methods = map[string]bool{
 	"tasks/get": true, "tasks/result": true, "tasks/cancel": true, "tasks/list": true,
 }
 
+// Methods returns the MCP request methods MethodLabel keeps.
+func Methods() []string {
+	out := make([]string, 0, len(methods))
+	for m := range methods {
+		out = append(out, m)
+	}
+	return out
+}
+
 // MethodLabel returns method as a metric label: itself when it is an MCP
 // request method, else OtherMethod, so that a client cannot grow a
 // metric's label set with made-up method names.

@@ -135,6 +135,8 @@ type upstreamCall struct {
 	method string // the method as a metric label (known, or OtherMethod)
 	tool   string // the tool of a tools/call, "" otherwise
 	server attribute.KeyValue
+	// inFlight is the server's attribute set, made once for both Adds.
+	inFlight metric.MeasurementOption
 }
 
 // startCall starts the client span of a call of method with params to c,
@@ -143,37 +145,47 @@ type upstreamCall struct {
 func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method string, params json.RawMessage) (context.Context, *upstreamCall) {
 	server := telemetry.Server.String(e.cfg.Name)
 	uc := &upstreamCall{m: m, method: telemetry.MethodLabel(method), server: server}
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs, telemetry.MethodName.String(method), server)
-	name := method
+	name, target := method, ""
 	switch method {
-	case "tools/call":
-		if tool, ok := rawjson.String(params, "name"); ok && tool != "" {
-			name += " " + tool
-			uc.tool = tool
-			attrs = append(attrs, telemetry.ToolName.String(tool))
-		}
-		attrs = append(attrs, telemetry.OperationName.String(telemetry.ExecuteTool))
-	case "prompts/get":
-		if prompt, ok := rawjson.String(params, "name"); ok && prompt != "" {
-			name += " " + prompt
-			attrs = append(attrs, telemetry.PromptName.String(prompt))
+	case "tools/call", "prompts/get":
+		if n, ok := rawjson.String(params, "name"); ok && n != "" {
+			name, target = method+" "+n, n
 		}
 	}
-	if init := c.Initialized(); init != nil && init.ProtocolVersion != "" {
-		attrs = append(attrs, telemetry.ProtocolVersion.String(init.ProtocolVersion))
+	if method == "tools/call" {
+		uc.tool = target
 	}
-	if sid := c.sessionID(); sid != "" {
-		attrs = append(attrs, telemetry.SessionID.String(sid))
+	ctx, uc.span = m.ins.tracer.Start(ctx, name, spanKindClient)
+	if uc.span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 8)
+		attrs = append(attrs, telemetry.MethodName.String(method), server)
+		switch {
+		case method == "tools/call":
+			if target != "" {
+				attrs = append(attrs, telemetry.ToolName.String(target))
+			}
+			attrs = append(attrs, telemetry.OperationName.String(telemetry.ExecuteTool))
+		case method == "prompts/get" && target != "":
+			attrs = append(attrs, telemetry.PromptName.String(target))
+		}
+		if init := c.Initialized(); init != nil && init.ProtocolVersion != "" {
+			attrs = append(attrs, telemetry.ProtocolVersion.String(init.ProtocolVersion))
+		}
+		if sid := c.sessionID(); sid != "" {
+			attrs = append(attrs, telemetry.SessionID.String(sid))
+		}
+		if nt := networkTransport(e.cfg.Transport); nt != "" {
+			attrs = append(attrs, telemetry.NetworkTransport.String(nt))
+		}
+		uc.span.SetAttributes(attrs...)
 	}
-	if nt := networkTransport(e.cfg.Transport); nt != "" {
-		attrs = append(attrs, telemetry.NetworkTransport.String(nt))
-	}
-	ctx, uc.span = m.ins.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	m.ins.inFlight.Add(ctx, 1, metric.WithAttributes(server))
+	uc.inFlight = metric.WithAttributeSet(attribute.NewSet(server))
+	m.ins.inFlight.Add(ctx, 1, uc.inFlight)
 	uc.start = time.Now()
 	return ctx, uc
 }
+
+var spanKindClient = trace.WithSpanKind(trace.SpanKindClient)
 
 // end ends the call's span and records its metrics, given what the call
 // returned and its ctx (to tell a cancellation from a failure).
@@ -197,7 +209,7 @@ func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error)
 	}
 	uc.span.End()
 	m := uc.m
-	m.ins.inFlight.Add(ctx, -1, metric.WithAttributes(uc.server))
+	m.ins.inFlight.Add(ctx, -1, uc.inFlight)
 	m.ins.duration.Record(ctx, elapsed, metric.WithAttributes(labels...))
 }
 

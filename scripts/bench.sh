@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Runs mcpgw's published benchmarks in one go on this machine: each case
+# directly against the upstream server (the limit) and through mcpgw, with
+# cmd/mcpgw-bench, and prints the BENCHMARKS.md table (markdown) on stdout.
+# The raw reports (one JSON object per run) go to $OUT (default
+# ./bench-results.jsonl).
+#
+#   scripts/bench.sh                  # the full set, 10 s per run
+#   DURATION=3s scripts/bench.sh      # quicker, noisier
+#
+# With two or more CPUs, the servers (mcpgw and the upstreams) run on CPU 0
+# and the load tool on CPU 1 (taskset), so that they do not compete.
+# mcpgw runs on its defaults (SQLite store, media rewrite, metrics on
+# /metrics, no tracing export, no auth) plus the server entries of each case.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+OUT=${OUT:-bench-results.jsonl}
+SESSIONS=${SESSIONS:-"1 8 64"}
+IDLE=${IDLE:-10000}
+TOOLS=${TOOLS:-10000}
+
+work=$(mktemp -d)
+bin=$work/bin
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+echo "building into $bin" >&2
+go build -o "$bin/" ./cmd/mcpgw ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver
+
+server_cpu=() load_cpu=()
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+  server_cpu=(taskset -c 0) load_cpu=(taskset -c 1)
+fi
+: >"$OUT"
+
+# free_port prints a free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((20000 + RANDOM % 20000))
+}
+
+# wait_port waits until 127.0.0.1:$1 accepts connections.
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+
+# start_gateway SERVERS_YAML [TOP_LEVEL_YAML]: starts mcpgw with those
+# servers (and settings) and sets gw_pid and gw_url once its servers run.
+start_gateway() {
+  local port dir
+  port=$(free_port)
+  dir=$(mktemp -d "$work/gw.XXXX")
+  printf 'listen: 127.0.0.1:%s\ndata_dir: %s/data\nlog:\n  level: warn\n%s\nservers:\n%s\n' "$port" "$dir" "${2:-}" "$1" >"$dir/mcpgw.yaml"
+  "${server_cpu[@]}" "$bin/mcpgw" serve --config "$dir/mcpgw.yaml" 2>"$dir/log" &
+  gw_pid=$!
+  pids+=("$gw_pid")
+  gw_url=http://127.0.0.1:$port/mcp
+  wait_port "$port"
+  # Ready: every server runs (no required servers: wait for the tools).
+  for _ in $(seq 1 200); do
+    [ "$(curl -s "http://127.0.0.1:$port/readyz" | jq -r .status 2>/dev/null)" = ready ] &&
+      curl -s "http://127.0.0.1:$port/metrics" | grep -q 'mcpgw_upstream_state{.*mcpgw_state="running"' && break
+    sleep 0.05
+  done
+  sleep 1 # the catalog is merged once the servers' lists arrive
+}
+
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+# run LABEL MODE ARGS...: one run of the load tool, its JSON report tagged
+# with the case and appended to $OUT.
+run() {
+  local label=$1 via=$2
+  shift 2
+  echo "  $label ($via)" >&2
+  local rep
+  rep=$("${load_cpu[@]}" "$bin/mcpgw-bench" -json -duration "$DURATION" "$@" || true)
+  [ -n "$rep" ] || { echo "    no report" >&2; return; }
+  jq -c --arg case "$label" --arg via "$via" '. + {case: $case, via: $via}' <<<"$rep" >>"$OUT"
+}
+
+echo "echo over stdio" >&2
+for s in $SESSIONS; do
+  run "echo stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/demo-server"
+done
+start_gateway "  - {name: demo, transport: stdio, command: $bin/demo-server}"
+for s in $SESSIONS; do
+  run "echo stdio, $s sessions" mcpgw -url "$gw_url" -sessions "$s" -tool mcp__demo__echo -watch "$gw_pid"
+done
+run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gw_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gw_pid"
+stop "$gw_pid"
+run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
+
+echo "echo over HTTP" >&2
+port=$(free_port)
+"${server_cpu[@]}" "$bin/demo-server" -http "127.0.0.1:$port" 2>/dev/null &
+demo_pid=$!
+pids+=("$demo_pid")
+wait_port "$port"
+for s in $SESSIONS; do
+  run "echo http, $s sessions" direct -url "http://127.0.0.1:$port/mcp" -sessions "$s" -tool echo -watch "$demo_pid"
+done
+start_gateway "  - {name: demo, transport: http, url: http://127.0.0.1:$port/mcp}"
+for s in $SESSIONS; do
+  run "echo http, $s sessions" mcpgw -url "$gw_url" -sessions "$s" -tool mcp__demo__echo -watch "$gw_pid"
+done
+stop "$gw_pid"
+stop "$demo_pid"
+
+echo "tools/list of $TOOLS tools" >&2
+names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)
+run "tools/list $TOOLS tools, 8 sessions" direct -sessions 8 -method tools/list -direct -- "${server_cpu[@]}" "$bin/catalogserver" -name big -page-size "$TOOLS" -tools "$names"
+start_gateway "  - {name: big, transport: stdio, command: $bin/catalogserver, args: [-name, big, -page-size, \"$TOOLS\", -tools, \"$names\"]}"
+run "tools/list $TOOLS tools, 8 sessions" mcpgw -url "$gw_url" -sessions 8 -method tools/list -watch "$gw_pid"
+stop "$gw_pid"
+
+echo "$IDLE idle sessions" >&2
+# The default caps (1000 sessions per principal, 10000 in all) are raised
+# for this case only.
+start_gateway "  - {name: demo, transport: stdio, command: $bin/demo-server}" "sessions: {max: $((IDLE + 100)), max_per_principal: $((IDLE + 100))}"
+run "$IDLE idle sessions" mcpgw -url "$gw_url" -idle "$IDLE" -duration 5s -watch "$gw_pid"
+stop "$gw_pid"
+
+# The table: each case through mcpgw beside its direct run.
+echo
+echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr), $(go version | cut -d' ' -f3); servers on CPU 0, load tool on CPU 1: ${load_cpu[*]:-no}; runs of $DURATION."
+echo
+jq -rs -f scripts/bench-table.jq "$OUT"

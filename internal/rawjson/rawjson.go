@@ -312,11 +312,11 @@ func String(obj []byte, key string) (string, bool) {
 	if err != nil || !ok {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
-	return s, true
+	s, err := unquote(raw)
+	return s, err == nil
 }
 
 // MapArray applies fn to each element of the array member key of obj and

@@ -154,3 +154,28 @@ func TestMapArray(t *testing.T) {
 		})
 	}
 }
+
+func TestString(t *testing.T) {
+	tests := []struct {
+		name   string
+		obj    string
+		want   string
+		wantOK bool
+	}{
+		{"plain", `{"name":"echo"}`, "echo", true},
+		{"escapes", `{"name":"a\"b\u00e9\\"}`, `a"bé\`, true},
+		{"empty", `{"name":""}`, "", true},
+		{"not a string", `{"name":42}`, "", false},
+		{"null", `{"name":null}`, "", false},
+		{"missing", `{"other":"x"}`, "", false},
+		{"not an object", `["name"]`, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := String([]byte(tt.obj), "name")
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("String(%s) = %q, %v; want %q, %v", tt.obj, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}

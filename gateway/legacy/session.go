@@ -225,15 +225,19 @@ func (h *Handler) end(s *session, cause error) {
 // remove drops an ended session from the table.
 func (h *Handler) remove(s *session, cause error) {
 	h.mu.Lock()
-	if h.sessions[s.key] == s {
+	removed := h.sessions[s.key] == s
+	if removed {
 		delete(h.sessions, s.key)
 		if h.perPrincipal[s.principal]--; h.perPrincipal[s.principal] <= 0 {
 			delete(h.perPrincipal, s.principal)
 		}
 		h.logger.Debug("session ended", "session_id", s.key, "principal", s.principal, "reason", cause.Error())
-		h.sessionEnded(s)
 	}
 	h.mu.Unlock()
+	if removed {
+		// Not under h.mu, which the sessions gauge's callback takes.
+		h.sessionEnded(s)
+	}
 	// The core forgets what the session held (its subscriptions).
 	h.core.EndSession(s.key)
 }

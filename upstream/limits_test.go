@@ -329,23 +329,7 @@ func TestForwardHeaders(t *testing.T) {
 					seen = append(seen, r.Header.Clone())
 				}
 			}
-			var url string
-			switch tt.transport {
-			case config.TransportHTTP:
-				f := newFakeHTTP(t)
-				srv := httptest.NewServer(recordPOST(f, record))
-				t.Cleanup(srv.Close)
-				url = srv.URL
-			case config.TransportSSE:
-				f := newFakeLegacy(t)
-				srv := httptest.NewServer(recordPOST(f, record))
-				t.Cleanup(srv.Close)
-				f.mu.Lock()
-				f.url = srv.URL
-				f.mu.Unlock()
-				url = srv.URL + "/sse"
-			}
-			cfg := testServer(tt.transport, url)
+			cfg := testServer(tt.transport, recordingURL(t, tt.transport, record))
 			cfg.ForwardHeaders = tt.forward
 
 			var call func(hooks *CallHooks) error
@@ -399,6 +383,28 @@ func TestForwardHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordingURL starts a fake server of transport whose POSTs go to
+// record first, and returns the URL to configure for it.
+func recordingURL(t *testing.T, transport string, record func(r *http.Request, body []byte)) string {
+	t.Helper()
+	switch transport {
+	case config.TransportHTTP:
+		srv := httptest.NewServer(recordPOST(newFakeHTTP(t), record))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	case config.TransportSSE:
+		f := newFakeLegacy(t)
+		srv := httptest.NewServer(recordPOST(f, record))
+		t.Cleanup(srv.Close)
+		f.mu.Lock()
+		f.url = srv.URL
+		f.mu.Unlock()
+		return srv.URL + "/sse"
+	}
+	t.Fatalf("no recording fake for transport %q", transport)
+	return ""
 }
 
 // recordPOST calls record with each POST and its body, then serves it with

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -335,22 +334,7 @@ func TestManager_TracePropagation(t *testing.T) {
 				posts = append(posts, post{r.Header.Clone(), string(m.Params)})
 				mu.Unlock()
 			}
-			var url string
-			switch tt.transport {
-			case config.TransportHTTP:
-				srv := httptest.NewServer(recordPOST(newFakeHTTP(t), record))
-				t.Cleanup(srv.Close)
-				url = srv.URL
-			case config.TransportSSE:
-				f := newFakeLegacy(t)
-				srv := httptest.NewServer(recordPOST(f, record))
-				t.Cleanup(srv.Close)
-				f.mu.Lock()
-				f.url = srv.URL
-				f.mu.Unlock()
-				url = srv.URL + "/sse"
-			}
-			cfg := testServer(tt.transport, url)
+			cfg := testServer(tt.transport, recordingURL(t, tt.transport, record))
 			cfg.ForwardHeaders = []string{"traceparent", "Tracestate", "X-Tenant"}
 			rec := newRecorder(t)
 			m := startManager(t, rec.options(ManagerOptions{Servers: []config.Server{cfg}}))

@@ -56,13 +56,15 @@ type pkg struct {
 	hasDoc  bool
 }
 
-func loadPackages(t *testing.T) []pkg {
+// walkSources calls fn with the path of every non-test Go file of the
+// module (skipping hidden, testdata, node_modules, bin and data folders)
+// and the module root.
+func walkSources(t *testing.T, fn func(root, path string) error) {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	byDir := map[string]*pkg{}
 	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -77,6 +79,17 @@ func loadPackages(t *testing.T) []pkg {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
+		return fn(root, path)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func loadPackages(t *testing.T) []pkg {
+	t.Helper()
+	byDir := map[string]*pkg{}
+	walkSources(t, func(root, path string) error {
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly|parser.ParseComments)
 		if err != nil {
 			return err
@@ -99,9 +112,6 @@ func loadPackages(t *testing.T) []pkg {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []pkg
 	for _, p := range byDir {
 		out = append(out, *p)

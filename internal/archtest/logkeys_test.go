@@ -33,24 +33,7 @@ var logMethods = map[string]bool{"Debug": true, "Info": true, "Warn": true, "Err
 // message that is not a constant lowercase string (STYLE.md, Logging: data
 // goes in attributes, never into the message).
 func TestLogKeys(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			name := d.Name()
-			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" || name == "bin" || name == "data") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkSources(t, func(root, path string) error {
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -99,9 +82,6 @@ func TestLogKeys(t *testing.T) {
 		})
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // importsSlog reports whether f imports log/slog (only then are its

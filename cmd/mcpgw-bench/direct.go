@@ -260,13 +260,7 @@ func (s *stdioServer) caller(w *stdioWorker, k int64, tmpl requestTemplate, chk 
 		if err != nil {
 			return 0, 0, err
 		}
-		result, err := responseResult(env, id)
-		lat := time.Since(start)
-		if err != nil {
-			return 0, 0, err
-		}
-		tools, err := chk.checkResult(result)
-		return lat, tools, err
+		return chk.measure(env, id, start)
 	}
 }
 

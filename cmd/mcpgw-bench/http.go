@@ -247,13 +247,7 @@ func (s *session) caller(tmpl requestTemplate, chk *checker) callFunc {
 		if err != nil {
 			return 0, 0, err
 		}
-		result, err := responseResult(env, id)
-		lat := time.Since(start)
-		if err != nil {
-			return 0, 0, err
-		}
-		tools, err := chk.checkResult(result)
-		return lat, tools, err
+		return chk.measure(env, id, start)
 	}
 }
 

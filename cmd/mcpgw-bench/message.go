@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // requestTemplate is a JSON-RPC request without its id. The tool builds it
@@ -286,6 +287,19 @@ type checker struct {
 	expect []byte
 	// textLen, if > 0, is the exact length of the result's text (-payload).
 	textLen int
+}
+
+// measure ends a request sent at start: the latency up to the parsed
+// response env of request id, and the check of its result (the tools on
+// a tools/list page).
+func (c *checker) measure(env envelope, id int64, start time.Time) (time.Duration, int, error) {
+	result, err := responseResult(env, id)
+	lat := time.Since(start)
+	if err != nil {
+		return 0, 0, err
+	}
+	tools, err := c.checkResult(result)
+	return lat, tools, err
 }
 
 // checkResult checks one result and returns, for tools/list, the number

@@ -34,6 +34,7 @@ const (
 	DefaultListChangedDebounce = 500 * time.Millisecond
 	DefaultInputTimeout        = 5 * time.Minute
 	DefaultResumeWindow        = 5 * time.Minute
+	DefaultStreamAfter         = time.Second
 	DefaultRestartAttempts     = 20
 	DefaultRestartBackoff      = 500 * time.Millisecond
 	DefaultRestartMaxBackoff   = 30 * time.Second
@@ -168,6 +169,14 @@ type Config struct {
 	// stream nobody resumed within it is cancelled upstream. Default
 	// DefaultResumeWindow.
 	ResumeWindow Duration `yaml:"resume_window"`
+	// StreamAfter is how long a forwarded request may run before its
+	// answer becomes an SSE stream (with a priming event on 2025-11-25,
+	// so that the client can resume it, and keep-alive comments). A
+	// request that ends sooner with nothing but its response is answered
+	// as application/json; a notification or an input request for the
+	// client turns the answer into a stream at once. Default
+	// DefaultStreamAfter.
+	StreamAfter Duration `yaml:"stream_after"`
 	// Database is where the gateway keeps what must survive a restart (task
 	// records today).
 	Database Database `yaml:"database"`

@@ -63,9 +63,9 @@ func FuzzParse(f *testing.F) {
 		if c.PageSize < 0 || c.PageSize > 10000 || c.ListChangedDebounce <= 0 || c.ListChangedDebounce > Duration(time.Minute) {
 			t.Errorf("Parse accepted page_size %d, list_changed_debounce %v", c.PageSize, c.ListChangedDebounce)
 		}
-		for _, d := range []Duration{c.InputTimeout, c.ResumeWindow} {
+		for _, d := range []Duration{c.InputTimeout, c.ResumeWindow, c.StreamAfter} {
 			if d <= 0 || d > Duration(time.Hour) {
-				t.Errorf("Parse accepted input_timeout %v, resume_window %v", c.InputTimeout, c.ResumeWindow)
+				t.Errorf("Parse accepted input_timeout %v, resume_window %v, stream_after %v", c.InputTimeout, c.ResumeWindow, c.StreamAfter)
 			}
 		}
 		for _, s := range c.Servers {

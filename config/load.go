@@ -176,6 +176,7 @@ func defaultConfig() *Config {
 		Resources:           Resources{Namespace: NamespaceAuto},
 		InputTimeout:        Duration(DefaultInputTimeout),
 		ResumeWindow:        Duration(DefaultResumeWindow),
+		StreamAfter:         Duration(DefaultStreamAfter),
 		Tasks: Tasks{
 			DefaultTTL:            Duration(DefaultTaskTTL),
 			MaxTTL:                Duration(DefaultTaskMaxTTL),

@@ -233,6 +233,7 @@ var badFixtures = []struct {
 		want: Problems{
 			fatal("input_timeout", "must be more than 0"),
 			fatal("resume_window", "must be at most 1h0m0s"),
+			fatal("stream_after", "must be more than 0"),
 			skipped("mode-typo", `servers[0] (name "mode-typo").session_mode`, `"per_user" is not one of shared, per_principal, per_session`),
 			skipped("mode-case", `servers[1] (name "mode-case").session_mode`, `"Shared" is not one of shared, per_principal, per_session`),
 			skipped("single-per-principal", `servers[2] (name "single-per-principal").single_user`, "only goes with session_mode shared: a per_principal server never shares an upstream session between users"),
@@ -415,6 +416,7 @@ var goodFixtures = []struct {
 			Resources:           Resources{Namespace: "auto"},
 			InputTimeout:        Duration(5 * time.Minute),
 			ResumeWindow:        Duration(5 * time.Minute),
+			StreamAfter:         Duration(time.Second),
 			Database:            Database{Path: "./data/mcpgw.db"},
 			Auth: Auth{Anonymous: ptr(false), APIKeys: []APIKey{{
 				Principal: "alice",
@@ -621,6 +623,7 @@ func TestParse_Defaults(t *testing.T) {
 				c.Resources = Resources{Namespace: "auto"}
 				c.InputTimeout = Duration(5 * time.Minute)
 				c.ResumeWindow = Duration(5 * time.Minute)
+				c.StreamAfter = Duration(time.Second)
 				return c
 			}(),
 		},

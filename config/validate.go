@@ -228,6 +228,7 @@ func (c *Config) validateGateway() Problems {
 	}{
 		{"input_timeout", c.InputTimeout},
 		{"resume_window", c.ResumeWindow},
+		{"stream_after", c.StreamAfter},
 	} {
 		switch {
 		case d.d <= 0:

@@ -170,6 +170,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		MaxSessionsPerPrincipal: cfg.Sessions.MaxPerPrincipal,
 		Secret:                  secret,
 		ResumeWindow:            time.Duration(cfg.ResumeWindow),
+		StreamAfter:             time.Duration(cfg.StreamAfter),
 	})
 	if err != nil {
 		return fail(err)

@@ -543,20 +543,30 @@ func (c *client) postJSON(body string) []byte {
 	return b
 }
 
-// postSSE sends a forwarded request and returns the events of its stream,
-// read to its end.
-func (c *client) postSSE(body string) []sseEvent {
+// postCall sends a forwarded request and returns its answer as events: the
+// events of its stream, read to its end, or one event without an id for
+// an answer the gateway sent as JSON (one that was quick and had nothing
+// else for the client).
+func (c *client) postCall(body string) []sseEvent {
 	c.t.Helper()
 	resp := c.post(body)
-	return readStream(c.t, resp)
+	return readAnswer(c.t, resp)
 }
 
-func readStream(t *testing.T, resp *http.Response) []sseEvent {
+// readAnswer reads an answer to a forwarded request (see postCall).
+func readAnswer(t *testing.T, resp *http.Response) []sseEvent {
 	t.Helper()
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == "application/json" {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		return []sseEvent{{Data: string(b)}}
+	}
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("want 200 text/event-stream, got %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		t.Fatalf("want 200 text/event-stream or application/json, got %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -770,8 +780,8 @@ func TestSandwich_RelayFidelity(t *testing.T) {
 		args = `{"n":1.50,"s":"\u00e9 <&>","deep":{"list":[1e2,true,null,-0.0]}}`
 		meta = `{"com.example/trace":"t-1","w":1.50}`
 	)
-	evs := c.postSSE(`{"jsonrpc":"2.0","id":"client-7","method":"tools/call","params":{"name":"mcp__up__x","arguments":` + args + `,"_meta":` + meta + `}}`)
-	if diff := cmp.Diff([]string{"priming", `result "client-7" ` + callResult}, describe(t, evs)); diff != "" {
+	evs := c.postCall(`{"jsonrpc":"2.0","id":"client-7","method":"tools/call","params":{"name":"mcp__up__x","arguments":` + args + `,"_meta":` + meta + `}}`)
+	if diff := cmp.Diff([]string{`result "client-7" ` + callResult}, describe(t, evs)); diff != "" {
 		t.Errorf("client's events (-want +got):\n%s", diff)
 	}
 
@@ -853,7 +863,7 @@ func TestSandwich_CallRelay(t *testing.T) {
 				},
 			}},
 			params: `{"name":"mcp__up__x","arguments":{}}`,
-			want:   []string{"priming", `result "c-1" {"content":[{"type":"text","text":"resumed"}]}`},
+			want:   []string{`result "c-1" {"content":[{"type":"text","text":"resumed"}]}`},
 			check: func(t *testing.T, f *fakeUpstream) {
 				var resumes []map[string]string
 				for _, r := range f.requests() {
@@ -907,7 +917,7 @@ func TestSandwich_CallRelay(t *testing.T) {
 			name:   "upstream session expired",
 			before: func(t *testing.T, f *fakeUpstream) { f.expireAll() },
 			params: `{"name":"mcp__up__x","arguments":{"a":1}}`,
-			want:   []string{"priming", `result "c-1" ` + defaultCallResult},
+			want:   []string{`result "c-1" ` + defaultCallResult},
 			check: func(t *testing.T, f *fakeUpstream) {
 				var got []string
 				for _, r := range f.requests() {
@@ -941,7 +951,7 @@ func TestSandwich_CallRelay(t *testing.T) {
 			}},
 			before: func(t *testing.T, f *fakeUpstream) { f.expireAll() },
 			params: `{"name":"mcp__up__x","arguments":{}}`,
-			want:   []string{"priming", `result "c-1" ` + defaultCallResult},
+			want:   []string{`result "c-1" ` + defaultCallResult},
 			check: func(t *testing.T, f *fakeUpstream) {
 				var got []string
 				for _, r := range f.posts("initialize") {
@@ -992,7 +1002,7 @@ func TestSandwich_CallRelay(t *testing.T) {
 			}},
 			params: `{"name":"mcp__up__x","arguments":{}}`,
 			// SSE strips one space after "data:".
-			want: []string{"priming", "result \"c-1\" {\n  \"content\": [{\"type\": \"text\", \"text\": \"multi\"}]\n }"},
+			want: []string{"result \"c-1\" {\n  \"content\": [{\"type\": \"text\", \"text\": \"multi\"}]\n }"},
 		},
 		{
 			// The server's own JSON-RPC error reaches the client as it is,
@@ -1004,7 +1014,7 @@ func TestSandwich_CallRelay(t *testing.T) {
 				},
 			}},
 			params: `{"name":"mcp__up__x","arguments":{"n":0}}`,
-			want:   []string{"priming", `error "c-1" -32602 {"field":"n","min":1.50}`},
+			want:   []string{`error "c-1" -32602 {"field":"n","min":1.50}`},
 		},
 		{
 			// A server that never answers: the client gets -31002 naming
@@ -1019,7 +1029,7 @@ func TestSandwich_CallRelay(t *testing.T) {
 				},
 			}},
 			params: `{"name":"mcp__up__x","arguments":{}}`,
-			want:   []string{"priming", `error "c-1" -31002 {"server":"up","timeout":"200ms"}`},
+			want:   []string{`error "c-1" -31002 {"server":"up","timeout":"200ms"}`},
 			check: func(t *testing.T, f *fakeUpstream) {
 				call := f.lastPost(t, "tools/call")
 				n := f.waitPost(t, "notifications/cancelled")
@@ -1048,7 +1058,7 @@ func TestSandwich_CallRelay(t *testing.T) {
 				tt.before(t, f)
 			}
 			c := g.connect(t, "2025-11-25")
-			evs := c.postSSE(`{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":` + tt.params + `}`)
+			evs := c.postCall(`{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":` + tt.params + `}`)
 			if diff := cmp.Diff(tt.want, describe(t, evs)); diff != "" {
 				t.Errorf("client's events (-want +got):\n%s", diff)
 			}
@@ -1125,9 +1135,10 @@ func TestSandwich_Cancel(t *testing.T) {
 		if cancel.StatusCode != http.StatusAccepted {
 			t.Fatalf("notifications/cancelled: %d, want 202", cancel.StatusCode)
 		}
-		// A cancelled request is not answered: its stream ends without a
-		// response.
-		if diff := cmp.Diff([]string{"priming"}, describe(t, readStream(t, step.resp))); diff != "" {
+		// A cancelled request is not answered: its stream (the answer
+		// became one after stream_after, when post returned) ends without
+		// a response.
+		if diff := cmp.Diff([]string{"priming"}, describe(t, readAnswer(t, step.resp))); diff != "" {
 			t.Errorf("client %d's events after cancelling (-want +got):\n%s", i, diff)
 		}
 		waitFor(t, fmt.Sprintf("%d cancels at the upstream", len(step.want)), func() bool { return len(f.posts("notifications/cancelled")) >= len(step.want) })
@@ -1158,8 +1169,8 @@ func TestSandwich_ListChangedOnPostStream(t *testing.T) {
 	g.waitRunning(t, "up")
 	c := g.connect(t, "2025-11-25")
 
-	evs := c.postSSE(`{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"mcp__up__x","arguments":{}}}`)
-	if diff := cmp.Diff([]string{"priming", `result "c-1" {"content":[{"type":"text","text":"added a tool"}]}`}, describe(t, evs)); diff != "" {
+	evs := c.postCall(`{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"mcp__up__x","arguments":{}}}`)
+	if diff := cmp.Diff([]string{`result "c-1" {"content":[{"type":"text","text":"added a tool"}]}`}, describe(t, evs)); diff != "" {
 		t.Errorf("client's events on the call's stream (-want +got):\n%s", diff)
 	}
 
@@ -1226,8 +1237,8 @@ func TestSandwich_ServerDown(t *testing.T) {
 
 	close(release)
 	g.waitRunning(t, "up")
-	evs := c.postSSE(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__up__echo","arguments":{"text":"hi"}}}`)
-	if diff := cmp.Diff([]string{"priming", `result 2 ` + defaultCallResult}, describe(t, evs)); diff != "" {
+	evs := c.postCall(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__up__echo","arguments":{"text":"hi"}}}`)
+	if diff := cmp.Diff([]string{`result 2 ` + defaultCallResult}, describe(t, evs)); diff != "" {
 		t.Errorf("call to up while down is failed (-want +got):\n%s", diff)
 	}
 	if st := g.status(t, "down"); st.State != "restarting" {

@@ -128,7 +128,7 @@ func TestSandwich_Tracing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec.Reset()
 			id := fmt.Sprintf("call-%d", i)
-			evs := c.postSSE(`{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":` + tt.params + `}`)
+			evs := c.postCall(`{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":` + tt.params + `}`)
 			if got := describe(t, evs); len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "result") {
 				t.Fatalf("tools/call answered %q", got)
 			}

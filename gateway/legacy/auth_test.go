@@ -86,8 +86,7 @@ func TestAuth_Groups(t *testing.T) {
 			if got := len(list.Tools) > 0; got != tt.wantTools {
 				t.Errorf("tools/list has tools: %t, want %t (%s)", got, tt.wantTools, m.Result)
 			}
-			evs := events(t, e.post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__a__echo","arguments":{"text":"hi"}}}`, hdr...))
-			m = decode(t, evs[len(evs)-1].Data)
+			m = lastMessage(t, e.post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__a__echo","arguments":{"text":"hi"}}}`, hdr...))
 			got := string(m.Result)
 			if m.Error != nil {
 				got = fmt.Sprintf("%d %s", m.Error.Code, m.Error.Message)

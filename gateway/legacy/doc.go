@@ -59,11 +59,19 @@
 //	GET, Last-Event-ID: 3_2 ─► a new connection attaches to stream 3 at seq 2,
 //	                    writes 3_3, and the response ends with the stream
 //
-// A forwarded request (anything but ping, initialize and */list) is answered
-// as text/event-stream: on 2025-11-25 sessions it begins with a priming
-// event (an id and empty data), older sessions get none; then the request's
-// notifications, then its response, and the stream ends. Requests the
-// gateway answers itself are answered as application/json. A newer
+// A forwarded request (anything but ping, initialize and */list) runs on
+// its POST's handler goroutine. Its answer is application/json when its
+// response is ready before it has anything else for the client and within
+// StreamAfter (config stream_after, 1s): most calls, which then cost one
+// write and no goroutine of their own. Otherwise the answer becomes
+// text/event-stream at the first of: the call's first notification or
+// input request for the client, or StreamAfter passing. From then on a
+// goroutine writes the stream while the call goes on: on 2025-11-25
+// sessions it begins with a priming event (an id and empty data), older
+// sessions get none; then the request's notifications, then its response,
+// and the stream ends. A call cancelled while its answer was still to be
+// JSON gets an empty stream. Requests the gateway answers itself are
+// always answered as application/json. A newer
 // connection for a stream (a resume, or a fresh GET for stream 0) replaces
 // the older one, which ends; a message is only ever written to the one
 // logical stream it belongs to, so it is never sent on two streams.
@@ -145,8 +153,10 @@
 // The janitor checks the windows, so one may run over by up to a quarter
 // of ResumeWindow (at most 30s); a resume that arrives after its window
 // ended is too late even if the janitor has not looked yet: it cancels the
-// calls and gets what the stream still holds. Each call runs in a
-// goroutine the Handler owns; Close waits for all of them.
+// calls and gets what the stream still holds. A call runs on its POST's
+// handler goroutine (those of a batch, on goroutines of their own), which
+// returns once the call is over even when its connection went earlier;
+// Close waits for every call.
 //
 // # Batches
 //

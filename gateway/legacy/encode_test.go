@@ -20,9 +20,9 @@ func TestEncodeResult(t *testing.T) {
 	}{
 		{"list 2025-11-25 untouched", V20251125, "tools/list", list, list},
 		{"list 2025-06-18", V20250618, "tools/list", list,
-			`{"tools":[{"name":"t","title":"T","description":"a <b> & c","inputSchema":{"type":"object" ,"properties":{}},"outputSchema":{"type":"object"},"annotations":{"title":"A"},"_meta":{"k":1}},` + bare + `],"nextCursor":"c"}`},
+			`{"tools":[{"name":"t","title":"T","description":"a <b> & c","inputSchema":{"type":"object" ,"properties":{}},"outputSchema":{"type":"object"},"annotations":{"title":"A"},"_meta":{"k":1}}, ` + bare + `],"nextCursor":"c"}`},
 		{"list 2025-03-26", V20250326, "tools/list", list,
-			`{"tools":[{"name":"t","description":"a <b> & c","inputSchema":{"type":"object" ,"properties":{}},"annotations":{"title":"A"}},` + bare + `],"nextCursor":"c"}`},
+			`{"tools":[{"name":"t","description":"a <b> & c","inputSchema":{"type":"object" ,"properties":{}},"annotations":{"title":"A"}}, ` + bare + `],"nextCursor":"c"}`},
 		{"list with nothing to drop keeps its bytes", V20250326, "tools/list", `{"tools":[` + bare + ` , ` + bare + `] }`, `{"tools":[` + bare + ` , ` + bare + `] }`},
 		{"list without tools", V20250326, "tools/list", `{}`, `{}`},
 		{"list that is not an object", V20250326, "tools/list", `[1]`, `[1]`},

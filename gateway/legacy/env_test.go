@@ -375,6 +375,20 @@ func events(t *testing.T, resp *http.Response) []sse.Event {
 	}
 }
 
+// lastMessage returns the response of a POSTed request, answered as JSON
+// or as an event stream (its last event).
+func lastMessage(t *testing.T, resp *http.Response) rpc {
+	t.Helper()
+	if ct := resp.Header.Get("Content-Type"); ct == "application/json" {
+		return decode(t, []byte(readAll(t, resp)))
+	}
+	evs := events(t, resp)
+	if len(evs) == 0 {
+		t.Fatal("an event stream without events")
+	}
+	return decode(t, evs[len(evs)-1].Data)
+}
+
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newReader(resp *http.Response) *sse.Reader { return sse.NewReader(resp.Body, 1<<20) }

@@ -36,6 +36,7 @@ const (
 const (
 	DefaultKeepAlive       = 15 * time.Second
 	DefaultResumeWindow    = 5 * time.Minute
+	DefaultStreamAfter     = time.Second
 	DefaultMaxStreamEvents = 256
 	DefaultMaxStreamBytes  = 4 << 20
 	DefaultMaxInFlight     = 64
@@ -109,6 +110,12 @@ type Options struct {
 	// a connection before the call is cancelled (the client is then taken
 	// to have gone). If zero, DefaultResumeWindow.
 	ResumeWindow time.Duration
+	// StreamAfter is how long a forwarded request may run before its
+	// answer becomes an event stream: with a priming event on 2025-11-25
+	// sessions, so that the client can resume it, and keep-alive comments.
+	// One that ends sooner, with nothing but its response for the client,
+	// is answered as JSON. If zero, DefaultStreamAfter.
+	StreamAfter time.Duration
 	// MaxStreamEvents and MaxStreamBytes bound one stream's event buffer;
 	// the oldest events go first, never the last one. If zero,
 	// DefaultMaxStreamEvents and DefaultMaxStreamBytes.
@@ -135,7 +142,7 @@ type Handler struct {
 	sessions     map[string]*session // by short id
 	perPrincipal map[string]int
 
-	// calls counts the goroutines running core calls; conns the HTTP
+	// calls counts the core calls in flight; conns the HTTP
 	// handlers in progress. Both are only added to under mu, in the
 	// states that allow it, so Close's Wait never races an Add.
 	calls sync.WaitGroup
@@ -176,6 +183,7 @@ func New(opts Options) (*Handler, error) {
 		{"MaxInFlight", opts.MaxInFlight < 0},
 		{"KeepAlive", opts.KeepAlive < 0},
 		{"ResumeWindow", opts.ResumeWindow < 0},
+		{"StreamAfter", opts.StreamAfter < 0},
 		{"MaxStreamEvents", opts.MaxStreamEvents < 0},
 		{"MaxStreamBytes", opts.MaxStreamBytes < 0},
 		{"WriteTimeout", opts.WriteTimeout < 0},
@@ -191,6 +199,7 @@ func New(opts Options) (*Handler, error) {
 	setDefault(&opts.MaxInFlight, DefaultMaxInFlight)
 	setDefault(&opts.KeepAlive, DefaultKeepAlive)
 	setDefault(&opts.ResumeWindow, DefaultResumeWindow)
+	setDefault(&opts.StreamAfter, DefaultStreamAfter)
 	setDefault(&opts.MaxStreamEvents, DefaultMaxStreamEvents)
 	setDefault(&opts.MaxStreamBytes, DefaultMaxStreamBytes)
 	setDefault(&opts.WriteTimeout, DefaultWriteTimeout)

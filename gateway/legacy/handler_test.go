@@ -279,10 +279,10 @@ func TestLocalAnswers(t *testing.T) {
 			t.Errorf("%s: %+v", body, m)
 		}
 	}
-	// An unknown method is the core's -32601, on a stream.
+	// An unknown method goes to the core, which answers -32601 (as JSON:
+	// at once, with nothing else for the client).
 	resp := e.post(sid, `{"jsonrpc":"2.0","id":5,"method":"foo/bar"}`)
-	evs := events(t, resp)
-	if m := decode(t, evs[len(evs)-1].Data); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound {
+	if m := lastMessage(t, resp); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound {
 		t.Errorf("unknown method: %+v", m)
 	}
 }
@@ -324,8 +324,7 @@ func TestVersionEncoding(t *testing.T) {
 				t.Errorf("inputSchema %s", got)
 			}
 
-			evs := events(t, e.post(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__a__link","arguments":{}}}`))
-			got := string(decode(t, evs[len(evs)-1].Data).Result)
+			got := string(lastMessage(t, e.post(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__a__link","arguments":{}}}`)).Result)
 			wantCall := `{"content":[{"type":"text","text":"see"},{"type":"resource_link","uri":"file:///r.txt","name":"r","title":"The R"}],"structuredContent":{"ok":true}}`
 			if v == V20250326 {
 				wantCall = `{"content":[{"type":"text","text":"see"},{"type":"text","text":"The R: file:///r.txt"}]}`

@@ -99,17 +99,20 @@ const blockCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name
 // that a resume after the window comes too late even before the janitor
 // looked.
 func TestResumeWindow(t *testing.T) {
-	// dropped starts a blocking call on a 2025-11-25 session, lets its
-	// POST connection go, and returns the session and the call's context
-	// upstream. Stream 1's priming event is "1_1".
+	// dropped starts a blocking call on a 2025-11-25 session, waits for
+	// its answer to become a stream (StreamAfter), lets its POST
+	// connection go, and returns the session and the call's context
+	// upstream. Stream 1's priming event is "1_1". The POST's handler
+	// returns once the call ends.
 	dropped := func(b *bubble) (string, context.Context) {
 		sid := b.initialize(V20251125, `{}`)
 		ctx, drop := context.WithCancel(context.Background())
-		post := b.start(ctx, http.MethodPost, sid, blockCall)
+		b.start(ctx, http.MethodPost, sid, blockCall)
 		callCtx := <-b.fake.started
+		time.Sleep(b.h.opts.StreamAfter)
 		synctest.Wait()
 		drop()
-		<-post
+		synctest.Wait()
 		return sid, callCtx
 	}
 	cancelled := func(t *testing.T, callCtx context.Context, want bool) {
@@ -162,7 +165,8 @@ func TestResumeWindow(t *testing.T) {
 	t.Run("resumed too late", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// The janitor looks every 30s, at 10m00s and 10m30s; the
-			// window of a drop at 1s ends at 10m01s.
+			// window of a drop at 2s (1s, then StreamAfter) ends at
+			// 10m02s.
 			b := newBubble(t, Options{ResumeWindow: 10 * time.Minute, IdleTimeout: time.Hour})
 			time.Sleep(time.Second)
 			sid, callCtx := dropped(b)
@@ -185,7 +189,6 @@ func TestResumeWindow(t *testing.T) {
 			post := b.start(ctx, http.MethodPost, sid, askCall("1", "elicitation/create", elicitForm))
 			synctest.Wait()
 			drop()
-			<-post
 			time.Sleep(10 * time.Minute)
 			synctest.Wait()
 			if n := len(b.h.Sessions()); n != 1 {
@@ -197,6 +200,7 @@ func TestResumeWindow(t *testing.T) {
 			if got := <-b.fake.answered; got != `{"action":"decline"}` {
 				t.Errorf("the server got %s", got)
 			}
+			<-post // its handler returns with the call
 			synctest.Wait()
 			if got := b.h.Sessions()[0].InFlight; got != 0 {
 				t.Errorf("InFlight %d after the answer", got)

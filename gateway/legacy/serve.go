@@ -299,16 +299,21 @@ func groupsOf(r *http.Request, principal string) []string {
 
 // serve answers a call begun by begin and hands deliver the response to
 // write, or nil when nothing is to be written (the client cancelled, or the
-// session ended). Notifications for the call go to st, when not nil. Only
+// session ended). openLocked, when not nil, returns the stream the call's
+// notifications and input requests go to, under s.mu (see run). Only
 // after deliver returns is the call over for Close, so that a response
 // reaches its stream before Close closes the streams.
-func (h *Handler) serve(s *session, c *call, params json.RawMessage, st *stream, deliver func(msg []byte)) {
+func (h *Handler) serve(s *session, c *call, params json.RawMessage, openLocked func() *stream, deliver func(msg []byte)) {
 	defer h.calls.Done()
-	deliver(h.run(s, c, params, st))
+	deliver(h.run(s, c, params, openLocked))
 }
 
-// run answers a call and returns its response (see serve).
-func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) []byte {
+// run answers a call and returns its response (see serve). openLocked,
+// called under s.mu when the call has a notification or an input request
+// for the client, returns the stream to put it on, or nil when the call's
+// answer can carry none any more (it was decided to be JSON). A nil
+// openLocked (a request the gateway answers itself) carries none at all.
+func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked func() *stream) []byte {
 	req := &gateway.Request{
 		Method:    c.method,
 		ID:        plainID(c.id),
@@ -330,18 +335,29 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, st *stream) [
 			}
 		},
 	}
-	if st != nil {
+	if openLocked != nil {
 		req.Notify = func(method string, params json.RawMessage) {
 			msg := notificationMessage(method, params)
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if c.ctx.Err() == nil {
-				h.appendLocked(st, msg)
+			if c.ctx.Err() == nil && !s.ended {
+				if st := openLocked(); st != nil {
+					h.appendLocked(st, msg)
+				}
 			}
 		}
 		// Only a stream can carry a request to the client before the
 		// response; requests answered as JSON cannot ask for input.
 		req.Input = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+			s.mu.Lock()
+			var st *stream
+			if c.ctx.Err() == nil && !s.ended {
+				st = openLocked()
+			}
+			s.mu.Unlock()
+			if st == nil {
+				return nil, errInputClosed
+			}
 			return h.input(ctx, s, c, st, method, params)
 		}
 	}
@@ -400,8 +416,13 @@ func refuse(w http.ResponseWriter, id jsonrpc.ID, status int, jerr *jsonrpc.Erro
 	}
 }
 
-// request answers one request: as JSON when the gateway answers it itself,
-// else as an event stream (see the package doc).
+// request answers one request. The ones the gateway answers itself get
+// JSON. A forwarded one runs on this goroutine and gets JSON too when its
+// response is ready before it has anything else for the client and
+// within StreamAfter; its first notification or input request, or
+// StreamAfter passing, turns its answer into an event stream instead,
+// written by a goroutine of its own while the call goes on (see the
+// package doc).
 func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m *jsonrpc.Message) {
 	c, status, jerr := h.begin(r, s, m)
 	if c == nil {
@@ -417,21 +438,56 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 		writeJSON(w, http.StatusOK, msg)
 		return
 	}
-	s.mu.Lock()
-	st := s.newStreamLocked(1)
-	c.st = st
-	if s.version == V20251125 {
-		h.appendLocked(st, nil) // the priming event
+	// Guarded by s.mu: whether the answer is JSON (decided once the
+	// response is in without a stream), and the stream's writer.
+	decided := false
+	var written chan struct{}
+	openLocked := func() *stream {
+		if c.st == nil && !decided {
+			st := s.newStreamLocked(1)
+			c.st = st
+			if s.version == V20251125 {
+				h.appendLocked(st, nil) // the priming event
+			}
+			att := s.attachLocked(st)
+			written = make(chan struct{})
+			go func(done chan struct{}) {
+				defer close(done)
+				startSSE(w)
+				h.pump(r.Context(), w, s, st, att, 0)
+			}(written)
+		}
+		return c.st
 	}
-	att := s.attachLocked(st)
-	s.mu.Unlock()
-	go h.serve(s, c, m.Params, st, func(msg []byte) {
+	t := time.AfterFunc(h.opts.StreamAfter, func() {
 		s.mu.Lock()
-		h.finishLocked(st, msg)
+		if c.ctx.Err() == nil && !s.ended {
+			openLocked()
+		}
 		s.mu.Unlock()
 	})
-	startSSE(w)
-	h.pump(r.Context(), w, s, st, att, 0)
+	msg := h.run(s, c, m.Params, openLocked)
+	t.Stop()
+	s.mu.Lock()
+	decided = true
+	st, done := c.st, written
+	if st != nil {
+		h.finishLocked(st, msg)
+	}
+	s.mu.Unlock()
+	if st == nil {
+		if msg != nil {
+			writeJSON(w, http.StatusOK, msg)
+		} else {
+			// Cancelled, or its session ended: no response, so an empty
+			// stream, as a streamed answer would have ended.
+			startSSE(w)
+		}
+	}
+	h.calls.Done()
+	if done != nil {
+		<-done
+	}
 }
 
 // batch answers a JSON-RPC batch, which only 2025-03-26 sessions may send
@@ -545,7 +601,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 		if c == nil {
 			continue
 		}
-		go h.serve(s, c, reqs[i].Params, st, func(msg []byte) {
+		go h.serve(s, c, reqs[i].Params, func() *stream { return st }, func(msg []byte) {
 			s.mu.Lock()
 			h.finishLocked(st, msg)
 			s.mu.Unlock()

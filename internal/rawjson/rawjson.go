@@ -135,15 +135,25 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the index after the string that starts at b[i], or
-// len(b)+1 when it is not closed.
+// len(b)+1 when it is not closed. It jumps from quote to quote with
+// bytes.IndexByte (vectorized) and counts the backslashes before each
+// one: an odd count escapes it.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	i++
+	for i <= len(b) {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			break
 		}
+		j += i
+		k := j
+		for k > i && b[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j + 1
+		}
+		i = j + 1
 	}
 	return len(b) + 1
 }
@@ -319,39 +329,93 @@ func String(obj []byte, key string) (string, bool) {
 	return s, err == nil
 }
 
-// MapArray applies fn to each element of the array member key of obj and
-// returns obj with the elements fn changed replaced, every other byte kept.
-// fn returns its element as it is to leave it alone. When nothing changed,
-// or obj has no member key, obj itself is returned; a member that is not
-// an array is an error.
-func MapArray(obj []byte, key string, fn func(el json.RawMessage) json.RawMessage) (json.RawMessage, error) {
-	raw, ok, err := Get(obj, key)
-	if err != nil || !ok {
-		return obj, err
+// elements calls fn with the byte span of each element of the JSON array
+// arr, in order. Like scan, it trusts arr to be valid JSON and does not
+// check the elements themselves.
+func elements(arr []byte, fn func(start, end int)) error {
+	n := len(arr)
+	i := skipSpace(arr, 0)
+	if i >= n || arr[i] != '[' {
+		return errSyntax
 	}
-	var els []json.RawMessage
-	if err := json.Unmarshal(raw, &els); err != nil {
-		return nil, fmt.Errorf("member %q is not an array", key)
-	}
-	changed := false
-	for i, el := range els {
-		if out := fn(el); !bytes.Equal(out, el) {
-			els[i] = out
-			changed = true
+	i++
+	for first := true; ; first = false {
+		i = skipSpace(arr, i)
+		if i >= n {
+			return errSyntax
 		}
+		if arr[i] == ']' {
+			if skipSpace(arr, i+1) != n {
+				return errSyntax
+			}
+			return nil
+		}
+		if !first {
+			if arr[i] != ',' {
+				return errSyntax
+			}
+			i = skipSpace(arr, i+1)
+			if i >= n {
+				return errSyntax
+			}
+		}
+		start := i
+		i = skipValue(arr, i)
+		if i > n || i == start {
+			return errSyntax
+		}
+		fn(start, i)
 	}
-	if !changed {
+}
+
+// MapArray applies fn to each element of the array member key of obj and
+// returns obj with the elements fn changed replaced, every other byte kept
+// (whitespace included). fn returns its element as it is to leave it
+// alone. When nothing changed, or obj has no member key, obj itself is
+// returned and nothing is allocated; a member that is not an array is an
+// error. A key given more than once is mapped in every copy, so that no
+// reader, whichever duplicate it takes, sees an element fn would change.
+func MapArray(obj []byte, key string, fn func(el json.RawMessage) json.RawMessage) (json.RawMessage, error) {
+	type change struct {
+		start, end int // in obj
+		el         []byte
+	}
+	var changes []change
+	var elErr error
+	err := scan(obj, func(keyTok []byte, _, valStart, valEnd int) (bool, error) {
+		if !keyIs(keyTok, key) {
+			return true, nil
+		}
+		raw := obj[valStart:valEnd]
+		if err := elements(raw, func(s, e int) {
+			el := raw[s:e]
+			if out := fn(el); !bytes.Equal(out, el) {
+				changes = append(changes, change{valStart + s, valStart + e, out})
+			}
+		}); err != nil {
+			elErr = fmt.Errorf("member %q is not an array", key)
+			return false, nil
+		}
+		return true, nil
+	})
+	switch {
+	case err != nil:
+		return obj, err
+	case elErr != nil:
+		return nil, elErr
+	case len(changes) == 0:
 		return obj, nil
 	}
-	var b bytes.Buffer
-	b.Grow(len(raw))
-	b.WriteByte('[')
-	for i, el := range els {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(el)
+	size := len(obj)
+	for _, c := range changes {
+		size += len(c.el) - (c.end - c.start)
 	}
-	b.WriteByte(']')
-	return Set(obj, key, b.Bytes())
+	out := make([]byte, 0, size)
+	last := 0
+	for _, c := range changes {
+		out = append(out, obj[last:c.start]...)
+		out = append(out, c.el...)
+		last = c.end
+	}
+	return append(out, obj[last:]...), nil
 }

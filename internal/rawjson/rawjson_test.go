@@ -140,7 +140,7 @@ func TestMapArray(t *testing.T) {
 		name, in, want string
 		err            bool
 	}{
-		{"changed", `{"x":1, "l": ["a", 2, {"b":1}] }`, `{"x":1, "l": ["A",2,{"b":1}] }`, false},
+		{"changed", `{"x":1, "l": ["a", 2, {"b":1}] }`, `{"x":1, "l": ["A", 2, {"b":1}] }`, false},
 		{"unchanged is the same bytes", `{"l":[ "b" ]}`, `{"l":[ "b" ]}`, false},
 		{"missing", `{"x":1}`, `{"x":1}`, false},
 		{"not an array", `{"l":{}}`, ``, true},

@@ -1,0 +1,261 @@
+package rawjson
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// maxDepth is the deepest nesting of objects and arrays that Valid accepts.
+// It is encoding/json's maxNestingDepth (encoding/json/scanner.go): the
+// scanner fails on the bracket that opens level 10001.
+const maxDepth = 10000
+
+// Valid reports whether data is a valid JSON encoding. It returns what
+// encoding/json.Valid returns for every input, including the depth limit of
+// encoding/json's scanner, but several times faster and without allocating:
+// the gateway checks every message it relays, and tool results can carry
+// megabytes of text.
+//
+// Like encoding/json, Valid accepts any byte of 0x20 or above inside a
+// string, invalid UTF-8 included.
+func Valid(data []byte) bool {
+	// objects has bit d set when level d is an object and clear when it is
+	// an array. 157 words cover maxDepth levels, so it lives on the stack.
+	var objects [(maxDepth + 64) / 64]uint64
+	depth := 0
+	i := skipSpace(data, 0)
+
+	// Each turn of the loop reads one value at data[i], then the
+	// whitespace, commas, closing brackets and object key that lead to the
+	// next value, or to the end of the input.
+	for {
+		if i >= len(data) {
+			return false
+		}
+		switch c := data[i]; c {
+		case '{', '[':
+			depth++
+			if depth > maxDepth {
+				return false
+			}
+			// An empty container is a whole value: break to what follows
+			// it. Otherwise continue to its first value.
+			w, bit := depth/64, uint64(1)<<(depth%64)
+			i = skipSpace(data, i+1)
+			if c == '[' {
+				objects[w] &^= bit
+				if i < len(data) && data[i] == ']' {
+					i++
+					depth--
+					break
+				}
+				continue
+			}
+			objects[w] |= bit
+			if i < len(data) && data[i] == '}' {
+				i++
+				depth--
+				break
+			}
+			if i = validKey(data, i); i < 0 {
+				return false
+			}
+			continue
+		case '"':
+			i = validString(data, i+1)
+		case 't':
+			i = validLiteral(data, i, "true")
+		case 'f':
+			i = validLiteral(data, i, "false")
+		case 'n':
+			i = validLiteral(data, i, "null")
+		default:
+			i = validNumber(data, i)
+		}
+		if i < 0 {
+			return false
+		}
+
+		// After a value: close containers until a comma leads to the next
+		// value.
+		for {
+			i = skipSpace(data, i)
+			if depth == 0 {
+				return i == len(data)
+			}
+			if i >= len(data) {
+				return false
+			}
+			inObject := objects[depth/64]&(1<<(depth%64)) != 0
+			c := data[i]
+			if c == ',' {
+				i = skipSpace(data, i+1)
+				if inObject {
+					if i = validKey(data, i); i < 0 {
+						return false
+					}
+				}
+				break
+			}
+			if inObject && c != '}' || !inObject && c != ']' {
+				return false
+			}
+			i++
+			depth--
+		}
+	}
+}
+
+// validKey checks the object key at data[i] and the colon after it, and
+// returns the index of the member's value (after whitespace), or -1.
+func validKey(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	if i = validString(data, i+1); i < 0 {
+		return -1
+	}
+	i = skipSpace(data, i)
+	if i >= len(data) || data[i] != ':' {
+		return -1
+	}
+	return skipSpace(data, i+1)
+}
+
+// endsRun is true for the bytes that end a run of plain string bytes: the
+// quote, the backslash and the control characters, which JSON forbids
+// unescaped (RFC 8259, section 7).
+var endsRun = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'] = true
+	t['\\'] = true
+	return t
+}()
+
+// isHex is true for the hexadecimal digits of a \u escape.
+var isHex = func() (t [256]bool) {
+	for _, c := range []byte("0123456789abcdefABCDEF") {
+		t[c] = true
+	}
+	return t
+}()
+
+// Bytes repeated in every lane of a uint64, for the SWAR test in
+// validString.
+const (
+	lanes01    = 0x0101010101010101
+	lanes80    = 0x8080808080808080
+	lanesSpace = ' ' * lanes01
+	lanesQuote = '"' * lanes01
+	lanesBack  = '\\' * lanes01
+)
+
+// validString checks the string whose opening quote is at data[i-1] and
+// returns the index after its closing quote, or -1.
+func validString(data []byte, i int) int {
+	for {
+		// Skip plain bytes eight at a time. A lane of t has its high bit
+		// set when the byte is below 0x20, a quote or a backslash (the
+		// "haszero" and "hasless" tricks of Bit Twiddling Hacks). A borrow
+		// can set lanes above a flagged one, never below, so the lowest
+		// set bit is the first byte that ends the run. Bytes of 0x80 and
+		// above are plain, and ^x clears their lanes.
+		for len(data)-i >= 8 {
+			x := binary.LittleEndian.Uint64(data[i:])
+			t := (x - lanesSpace) | ((x ^ lanesQuote) - lanes01) | ((x ^ lanesBack) - lanes01)
+			if t &= ^x & lanes80; t != 0 {
+				i += bits.TrailingZeros64(t) / 8
+				break
+			}
+			i += 8
+		}
+		for i < len(data) && !endsRun[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			return -1
+		}
+		switch data[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			if i++; i >= len(data) {
+				return -1
+			}
+			switch data[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if len(data)-i < 5 || !isHex[data[i+1]] || !isHex[data[i+2]] || !isHex[data[i+3]] || !isHex[data[i+4]] {
+					return -1
+				}
+				i += 5
+			default:
+				return -1
+			}
+		default: // a control character
+			return -1
+		}
+	}
+}
+
+// validLiteral checks that data[i:] starts with lit (true, false or null)
+// and returns the index after it, or -1.
+func validLiteral(data []byte, i int, lit string) int {
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// validNumber checks the number at data[i] against RFC 8259, section 6:
+//
+//	-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+//
+// and returns the index after it, or -1. What follows the number is left to
+// the caller.
+func validNumber(data []byte, i int) int {
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(data):
+		return -1
+	case data[i] == '0':
+		i++
+	case '1' <= data[i] && data[i] <= '9':
+		i = skipDigits(data, i+1)
+	default:
+		return -1
+	}
+	if i < len(data) && data[i] == '.' {
+		j := skipDigits(data, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := skipDigits(data, i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+// skipDigits returns the index of the first byte at or after data[i] that
+// is not a decimal digit.
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
+		i++
+	}
+	return i
+}

@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"config":                {},
 	"store":                 {"config"},
 	"telemetry":             {},
-	"internal/jsonrpc":      {},
+	"internal/jsonrpc":      {"internal/rawjson"},
 	"internal/rawjson":      {},
 	"internal/seal":         {},
 	"internal/sse":          {},

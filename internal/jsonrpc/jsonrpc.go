@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // Version is the only value of the "jsonrpc" member.
@@ -173,14 +175,18 @@ func NewErrorResponse(id ID, err *Error) *Message {
 	return &Message{JSONRPC: Version, ID: id, Error: err}
 }
 
-// Encode returns the wire form of m on one line: raw members are compacted
-// (insignificant whitespace, including newlines, removed, which stdio and
-// SSE framing need) but not otherwise re-encoded, so key order, number
-// spelling and escapes stay as the peer wrote them.
+// Encode returns the wire form of m on one line: raw members that hold a
+// newline (which in JSON can only be whitespace) are compacted, as stdio
+// and SSE framing need, but not otherwise re-encoded, so key order, number
+// spelling and escapes stay as the peer wrote them. Members without one
+// are copied as they are, whitespace and all, without another pass.
 func Encode(m *Message) ([]byte, error) {
 	b, err := m.MarshalJSON()
 	if err != nil {
 		return nil, err
+	}
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return b, nil
 	}
 	var out bytes.Buffer
 	out.Grow(len(b))
@@ -205,12 +211,8 @@ func (m *Message) MarshalJSON() ([]byte, error) {
 		}
 	}
 	if m.Method != "" {
-		method, err := json.Marshal(m.Method)
-		if err != nil {
-			return nil, err
-		}
 		b = append(b, `,"method":`...)
-		b = append(b, method...)
+		b = appendString(b, m.Method)
 		if len(m.Params) > 0 {
 			b = append(b, `,"params":`...)
 			b = append(b, m.Params...)
@@ -235,6 +237,19 @@ func (m *Message) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// appendString appends s as a JSON string, as json.Marshal writes it.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // ErrEmpty is returned by Parse for a body with no JSON value, and for an
 // empty batch, which JSON-RPC 2.0 calls an invalid request.
 var ErrEmpty = errors.New("empty message")
@@ -246,30 +261,48 @@ var ErrEmpty = errors.New("empty message")
 //
 // A syntax error is returned as a *Error with CodeParseError; a message that
 // is JSON but not JSON-RPC as a *Error with CodeInvalidRequest.
+//
+// The messages' raw members are slices of one copy of data, so the caller
+// may reuse data afterwards (ParseOwned spares the copy).
 func Parse(data []byte) (msgs []*Message, batch bool, err error) {
+	return ParseOwned(bytes.Clone(bytes.TrimSpace(data)))
+}
+
+// ParseOwned is Parse for a caller that hands data over: the messages'
+// raw members alias it, so it must not change afterwards.
+//
+// The whole of data is checked once (rawjson.Valid, which allocates
+// nothing), and its members are then found by a scanner that trusts that
+// check: no reflection, and no copy of params or results.
+func ParseOwned(data []byte) (msgs []*Message, batch bool, err error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, false, &Error{Code: CodeInvalidRequest, Message: ErrEmpty.Error()}
 	}
-	if !json.Valid(data) {
+	if !rawjson.Valid(data) {
 		return nil, false, &Error{Code: CodeParseError, Message: "body is not valid JSON"}
 	}
 	if data[0] == '[' {
-		var raws []json.RawMessage
-		if err := json.Unmarshal(data, &raws); err != nil {
-			return nil, true, &Error{Code: CodeParseError, Message: "batch is not a JSON array"}
-		}
-		if len(raws) == 0 {
-			return nil, true, &Error{Code: CodeInvalidRequest, Message: "empty batch"}
-		}
-		msgs = make([]*Message, 0, len(raws))
-		for i, raw := range raws {
-			m, err := decodeOne(raw)
+		var jerr *Error
+		i := 0
+		rawjson.Elements(data, func(el []byte) {
+			if jerr != nil {
+				return
+			}
+			m, err := decodeOne(el)
 			if err != nil {
 				err.Message = fmt.Sprintf("batch element %d: %s", i, err.Message)
-				return nil, true, err
+				jerr = err
+				return
 			}
 			msgs = append(msgs, m)
+			i++
+		})
+		if jerr != nil {
+			return nil, true, jerr
+		}
+		if len(msgs) == 0 {
+			return nil, true, &Error{Code: CodeInvalidRequest, Message: "empty batch"}
 		}
 		return msgs, true, nil
 	}
@@ -292,82 +325,143 @@ func ParseOne(data []byte) (*Message, error) {
 	return msgs[0], nil
 }
 
-// wire is Message with presence tracking for the members whose absence and
-// null differ.
+// wire holds the raw members of one message; nil is absent. A null
+// jsonrpc or method counts as absent, as a null for a *string did with
+// encoding/json; a null id, params, result or error is kept as "null".
 type wire struct {
-	JSONRPC *string         `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  *string         `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
+	jsonrpc, id, method, params, result, error []byte
 }
 
+// decodeOne decodes one message of valid JSON data. Member names match
+// exactly (JSON-RPC 2.0 names are case-sensitive); a repeated member's
+// last value wins.
 func decodeOne(data []byte) (*Message, *Error) {
-	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "message is not a JSON object"}
 	}
 	var w wire
-	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "message members have the wrong types"}
+	rawjson.Members(data, func(key, val []byte) bool {
+		name := key[1 : len(key)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			u, _ := rawjson.Unquote(key)
+			name = []byte(u)
+		}
+		switch string(name) {
+		case "jsonrpc":
+			w.jsonrpc = val
+		case "id":
+			w.id = val
+		case "method":
+			w.method = val
+		case "params":
+			w.params = val
+		case "result":
+			w.result = val
+		case "error":
+			w.error = val
+		}
+		return true
+	})
+	for _, v := range [][]byte{w.jsonrpc, w.method} {
+		if v != nil && v[0] != '"' && !isNull(v) {
+			return nil, &Error{Code: CodeInvalidRequest, Message: "message members have the wrong types"}
+		}
 	}
-	m := &Message{}
-	if w.JSONRPC == nil || *w.JSONRPC != Version {
+	if w.jsonrpc == nil || isNull(w.jsonrpc) || !stringIs(w.jsonrpc, Version) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `"jsonrpc" must be "2.0"`}
 	}
-	m.JSONRPC = Version
-	if w.ID != nil {
-		if err := m.ID.UnmarshalJSON(w.ID); err != nil {
+	m := &Message{JSONRPC: Version}
+	if w.id != nil {
+		switch c := w.id[0]; {
+		case c == 'n': // null: no id
+		case c == '"' || c == '-' || (c >= '0' && c <= '9'):
+			m.ID = ID{raw: string(w.id)}
+		default:
 			return nil, &Error{Code: CodeInvalidRequest, Message: "id must be a string or a number"}
 		}
 	}
-	if w.Method != nil {
-		if *w.Method == "" {
+	if w.method != nil && !isNull(w.method) {
+		method, err := methodName(w.method)
+		if err != nil {
+			return nil, &Error{Code: CodeInvalidRequest, Message: "message members have the wrong types"}
+		}
+		if method == "" {
 			return nil, &Error{Code: CodeInvalidRequest, Message: "method must not be empty"}
 		}
-		m.Method = *w.Method
-		if w.Result != nil || w.Error != nil {
+		m.Method = method
+		if w.result != nil || w.error != nil {
 			return nil, &Error{Code: CodeInvalidRequest, Message: "a request cannot carry result or error"}
 		}
-		if w.Params != nil && !isNull(w.Params) {
-			if c := firstByte(w.Params); c != '{' && c != '[' {
+		if w.params != nil && !isNull(w.params) {
+			if c := w.params[0]; c != '{' && c != '[' {
 				return nil, &Error{Code: CodeInvalidRequest, Message: "params must be an object or an array"}
 			}
-			m.Params = w.Params
+			m.Params = w.params
 		}
-		if w.ID != nil && isNull(w.ID) {
+		if w.id != nil && isNull(w.id) {
 			return nil, &Error{Code: CodeInvalidRequest, Message: "request id must not be null"}
 		}
 		return m, nil
 	}
 	// A response.
-	hasResult := w.Result != nil
-	hasError := w.Error != nil && !isNull(w.Error)
+	hasResult := w.result != nil
+	hasError := w.error != nil && !isNull(w.error)
 	if hasResult == hasError {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "a response needs exactly one of result and error"}
 	}
-	if w.ID == nil {
+	if w.id == nil {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "a response needs an id"}
 	}
 	if hasResult {
-		m.Result = w.Result
+		m.Result = w.result
 		return m, nil
 	}
 	var e Error
-	if err := json.Unmarshal(w.Error, &e); err != nil {
+	if err := json.Unmarshal(w.error, &e); err != nil {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "error must be an object with an integer code"}
 	}
 	m.Error = &e
 	return m, nil
 }
 
-func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
-
-func firstByte(b []byte) byte {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return 0
+// stringIs reports whether the JSON string token tok is s.
+func stringIs(tok []byte, s string) bool {
+	if len(tok) == len(s)+2 && string(tok[1:len(tok)-1]) == s {
+		return true
 	}
-	return b[0]
+	u, err := rawjson.Unquote(tok)
+	return err == nil && u == s
 }
+
+// methods are the method names the gateway relays most, so that decoding
+// one allocates no new string.
+var methods = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		"initialize", "ping", "tools/call", "tools/list", "prompts/get", "prompts/list",
+		"resources/read", "resources/list", "resources/templates/list", "completion/complete",
+		"notifications/initialized", "notifications/progress", "notifications/cancelled",
+		"notifications/message", "notifications/tools/list_changed", "notifications/prompts/list_changed",
+		"notifications/resources/list_changed", "notifications/resources/updated",
+		"elicitation/create", "sampling/createMessage", "roots/list",
+		"tasks/get", "tasks/result", "tasks/cancel", "tasks/list", "notifications/tasks/status",
+	} {
+		m[s] = s
+	}
+	return m
+}()
+
+// methodName returns the method of a JSON string token: a well-known
+// one's shared copy, without allocating.
+func methodName(tok []byte) (string, error) {
+	inner := tok[1 : len(tok)-1]
+	if bytes.IndexByte(inner, '\\') >= 0 {
+		return rawjson.Unquote(tok)
+	}
+	if v, ok := methods[string(inner)]; ok {
+		return v, nil
+	}
+	return string(inner), nil
+}
+
+func isNull(b []byte) bool { return string(b) == "null" }

@@ -1,9 +1,11 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -160,4 +162,140 @@ func jsonEqual(a, b json.RawMessage) bool {
 		return false
 	}
 	return cmp.Equal(x, y)
+}
+
+// referenceParse is Parse written with encoding/json, to check the
+// scanner against: members by exact name into a map (last one wins), then
+// the same rules. It returns the messages, or the error code.
+func referenceParse(data []byte) ([]*Message, int) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, CodeInvalidRequest
+	}
+	if !json.Valid(data) {
+		return nil, CodeParseError
+	}
+	one := func(raw json.RawMessage) (*Message, int) {
+		var mem map[string]json.RawMessage
+		if raw[0] != '{' || json.Unmarshal(raw, &mem) != nil {
+			return nil, CodeInvalidRequest
+		}
+		str := func(v json.RawMessage) (s string, present bool, ok bool) {
+			if v == nil || string(v) == "null" {
+				return "", false, true
+			}
+			return s, true, json.Unmarshal(v, &s) == nil
+		}
+		jr, jrOK, ok1 := str(mem["jsonrpc"])
+		method, hasMethod, ok2 := str(mem["method"])
+		if !ok1 || !ok2 || !jrOK || jr != Version {
+			return nil, CodeInvalidRequest
+		}
+		m := &Message{JSONRPC: Version}
+		id, hasID := mem["id"]
+		if hasID && string(id) != "null" {
+			if id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
+				return nil, CodeInvalidRequest
+			}
+			m.ID = ID{raw: string(id)}
+		}
+		result, hasResult := mem["result"]
+		errv, hasErr := mem["error"]
+		if hasMethod {
+			params, hasParams := mem["params"]
+			if method == "" || hasResult || hasErr || (hasID && string(id) == "null") {
+				return nil, CodeInvalidRequest
+			}
+			if hasParams && string(params) != "null" {
+				if params[0] != '{' && params[0] != '[' {
+					return nil, CodeInvalidRequest
+				}
+				m.Params = params
+			}
+			m.Method = method
+			return m, 0
+		}
+		hasErr = hasErr && string(errv) != "null"
+		if hasResult == hasErr || !hasID {
+			return nil, CodeInvalidRequest
+		}
+		if hasResult {
+			m.Result = result
+			return m, 0
+		}
+		var e Error
+		if json.Unmarshal(errv, &e) != nil {
+			return nil, CodeInvalidRequest
+		}
+		m.Error = &e
+		return m, 0
+	}
+	if data[0] != '[' {
+		m, code := one(data)
+		if code != 0 {
+			return nil, code
+		}
+		return []*Message{m}, 0
+	}
+	var raws []json.RawMessage
+	json.Unmarshal(data, &raws)
+	if len(raws) == 0 {
+		return nil, CodeInvalidRequest
+	}
+	var out []*Message
+	for _, raw := range raws {
+		m, code := one(raw)
+		if code != 0 {
+			return nil, code
+		}
+		out = append(out, m)
+	}
+	return out, 0
+}
+
+// FuzzParseReference: Parse's scanner decides and decodes like the
+// encoding/json reference, member for member.
+func FuzzParseReference(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":"\"}"}}}`,
+		`[{"jsonrpc":"2.0","id":"a","result":{"x":[1,2]}},{"jsonrpc":"2.0","method":"n","params":{}}]`,
+		`{"jsonrpc":"2.0","id":-1.5e3,"error":{"code":-32000,"message":"m","data":null}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"x"}`,
+		`{"jsonrpc":"2.0","JSONRPC":"1","method":"x","method":"y"}`,
+		`{"jsonrpc":"2\u002e0","m\u0065thod":"x","params":null}`,
+		`{"jsonrpc":"2.0","id":1,"result":null}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"m"}}`,
+		`{"jsonrpc":null,"method":"x"}`,
+		`{"jsonrpc":"2.0","method":7}`,
+		` [ ] `,
+		`[1]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		msgs, _, err := Parse(data)
+		want, code := referenceParse(data)
+		if code != 0 {
+			jerr, ok := errors.AsType[*Error](err)
+			if !ok || jerr.Code != code {
+				t.Fatalf("Parse(%q) = %v, want error code %d", data, err, code)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Parse(%q): %v; the reference accepts it", data, err)
+		}
+		if len(msgs) != len(want) {
+			t.Fatalf("Parse(%q): %d messages, want %d", data, len(msgs), len(want))
+		}
+		for i, m := range msgs {
+			w := want[i]
+			if utf8.ValidString(m.Method) && m.Method != w.Method {
+				t.Errorf("message %d: method %q, want %q", i, m.Method, w.Method)
+			}
+			if m.ID != w.ID || string(m.Params) != string(w.Params) || string(m.Result) != string(w.Result) || !cmp.Equal(m.Error, w.Error) {
+				t.Errorf("message %d of %q:\n got %+v\nwant %+v", i, data, m, w)
+			}
+		}
+	})
 }

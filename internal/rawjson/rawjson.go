@@ -204,6 +204,25 @@ func unquote(tok []byte) (string, error) {
 	return s, nil
 }
 
+// Members calls fn with each top-level member of obj, in order, until fn
+// returns false: the member's key token as written (quotes and escapes
+// included) and its raw value, both aliasing obj. Like Get,
+// it trusts obj to be valid JSON.
+func Members(obj []byte, fn func(key, val []byte) bool) error {
+	return scan(obj, func(keyTok []byte, _, valStart, valEnd int) (bool, error) {
+		return fn(keyTok, obj[valStart:valEnd]), nil
+	})
+}
+
+// Elements calls fn with each element of the JSON array arr, in order,
+// aliasing arr. Like Get, it trusts arr to be valid JSON.
+func Elements(arr []byte, fn func(el []byte)) error {
+	return elements(arr, func(start, end int) { fn(arr[start:end]) })
+}
+
+// Unquote returns the Go string of a JSON string token.
+func Unquote(tok []byte) (string, error) { return unquote(tok) }
+
 // Get returns the raw value of the top-level member key, and whether it is
 // present. The returned slice aliases obj.
 func Get(obj []byte, key string) (json.RawMessage, bool, error) {

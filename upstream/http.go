@@ -664,7 +664,7 @@ func (t *httpTransport) readJSON(ctx context.Context, body io.Reader, id jsonrpc
 	if int64(len(data)) > t.max {
 		return fmt.Errorf("server's answer is larger than the limit of %d bytes (max_response_body)", t.max)
 	}
-	msgs, _, err := jsonrpc.Parse(data)
+	msgs, _, err := jsonrpc.ParseOwned(data) // read for this answer alone
 	if err != nil {
 		return fmt.Errorf("server's answer is not JSON-RPC: %w", err)
 	}

@@ -140,6 +140,7 @@ type Handler struct {
 	mu           sync.Mutex
 	state        state
 	sessions     map[string]*session // by short id
+	byToken      map[string]*session // by the Mcp-Session-Id issued
 	perPrincipal map[string]int
 
 	// calls counts the core calls in flight; conns the HTTP
@@ -237,6 +238,7 @@ func New(opts Options) (*Handler, error) {
 		sealer:       sealer,
 		principal:    principal,
 		sessions:     make(map[string]*session),
+		byToken:      make(map[string]*session),
 		perPrincipal: make(map[string]int),
 		stopJanitor:  make(chan struct{}),
 		janitorDone:  make(chan struct{}),

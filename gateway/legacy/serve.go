@@ -82,7 +82,7 @@ func (h *Handler) post(c echo.Context) error {
 		return nil
 	}
 	r = withTraceContext(r)
-	msgs, batch, err := jsonrpc.Parse(body)
+	msgs, batch, err := jsonrpc.ParseOwned(body) // body is this request's own
 	if err != nil {
 		var jerr *jsonrpc.Error
 		if !errors.As(err, &jerr) {

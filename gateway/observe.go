@@ -44,6 +44,36 @@ type instruments struct {
 	available bool // false: the instruments could not be made; metrics are off
 	// methods are the attribute sets of the method labels (read-only).
 	methods map[string]metric.MeasurementOption
+	// durations are the attribute sets of the duration histogram.
+	durations *telemetry.Sets[durationLabels]
+}
+
+// durationLabels are the label values of one duration measurement.
+type durationLabels struct {
+	method, outcome, version, server, tool, prompt, errType string
+}
+
+// attrs returns the labels as attributes, in the order the span gets
+// them too.
+func (l durationLabels) attrs() []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, 7)
+	out = append(out, telemetry.MethodName.String(l.method), telemetry.Outcome.String(l.outcome))
+	if l.version != "" {
+		out = append(out, telemetry.ProtocolVersion.String(l.version))
+	}
+	if l.server != "" {
+		out = append(out, telemetry.Server.String(l.server))
+	}
+	switch {
+	case l.tool != "":
+		out = append(out, telemetry.ToolName.String(l.tool))
+	case l.prompt != "":
+		out = append(out, telemetry.PromptName.String(l.prompt))
+	}
+	if l.errType != "" {
+		out = append(out, telemetry.ErrorType.String(l.errType))
+	}
+	return out
 }
 
 // newInstruments makes the core's instruments from the providers (nil: the
@@ -73,6 +103,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 		return in, err
 	}
 	in.available = true
+	in.durations = new(telemetry.Sets[durationLabels])
 	in.methods = map[string]metric.MeasurementOption{}
 	for _, m := range append(telemetry.Methods(), telemetry.OtherMethod) {
 		in.methods[m] = metric.WithAttributeSet(attribute.NewSet(telemetry.MethodName.String(m)))
@@ -115,29 +146,14 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 	outcome, errType := outcomeOf(req, res, err)
 	// The labels, known only now (the route), go on the metrics and the
 	// span; the span gets more when it is recorded.
-	labels := make([]attribute.KeyValue, 0, 7)
-	labels = append(labels, telemetry.MethodName.String(method), telemetry.Outcome.String(outcome))
-	if v := req.Client.ProtocolVersion; v != "" {
-		labels = append(labels, telemetry.ProtocolVersion.String(v))
-	}
-	if req.server != "" {
-		labels = append(labels, telemetry.Server.String(req.server))
-	}
-	switch {
-	case req.toolName != "":
-		labels = append(labels, telemetry.ToolName.String(req.toolName))
-	case req.promptName != "":
-		labels = append(labels, telemetry.PromptName.String(req.promptName))
-	}
-	if errType != "" {
-		labels = append(labels, telemetry.ErrorType.String(errType))
-	}
+	labels := durationLabels{method: method, outcome: outcome, version: req.Client.ProtocolVersion,
+		server: req.server, tool: req.toolName, prompt: req.promptName, errType: errType}
 	if span.IsRecording() {
-		s.annotate(span, req, labels, err, errType)
+		s.annotate(span, req, labels.attrs(), err, errType)
 	}
 	if s.ins.available {
 		s.ins.inFlight.Add(ctx, -1, inFlight)
-		s.ins.duration.Record(ctx, elapsed, metric.WithAttributes(labels...))
+		s.ins.duration.Record(ctx, elapsed, s.ins.durations.Get(labels, labels.attrs))
 		if code, _ := errorCode(err); code == CodeForbidden {
 			s.ins.denied.Add(ctx, 1, aclReason)
 		}

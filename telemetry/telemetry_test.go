@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -176,3 +178,42 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 func metricUnitSeconds() metric.Float64HistogramOption { return metric.WithUnit("s") }
+
+// TestSets checks that a Sets cache gives the set of the labels it was
+// asked for, makes each one once, and still answers past its bound.
+func TestSets(t *testing.T) {
+	type key struct{ method, server string }
+	var c Sets[key]
+	made := 0
+	get := func(k key) attribute.Set {
+		opt := c.Get(k, func() []attribute.KeyValue {
+			made++
+			return []attribute.KeyValue{MethodName.String(k.method), Server.String(k.server)}
+		})
+		return metric.NewAddConfig([]metric.AddOption{opt}).Attributes()
+	}
+	for range 3 {
+		for _, k := range []key{{"tools/call", "a"}, {"tools/call", "b"}, {"ping", ""}} {
+			set := get(k)
+			if v, _ := set.Value(MethodName); v.AsString() != k.method {
+				t.Errorf("set for %+v has method %q", k, v.AsString())
+			}
+			if v, _ := set.Value(Server); v.AsString() != k.server {
+				t.Errorf("set for %+v has server %q", k, v.AsString())
+			}
+		}
+	}
+	if made != 3 {
+		t.Errorf("%d sets made for 3 keys asked 3 times each, want 3", made)
+	}
+	for i := range maxCachedSets + 10 {
+		get(key{"m", fmt.Sprint(i)})
+	}
+	if n := len(c.m); n != maxCachedSets {
+		t.Errorf("%d sets cached, want the bound %d", n, maxCachedSets)
+	}
+	set := get(key{"m", "past"})
+	if v, _ := set.Value(Server); v.AsString() != "past" {
+		t.Errorf("past the bound: server %q", v.AsString())
+	}
+}

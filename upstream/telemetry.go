@@ -49,6 +49,27 @@ type instruments struct {
 	// reg is the registration of the observable instruments' callback,
 	// unregistered by Close; nil when it failed.
 	reg metric.Registration
+	// servers and durations are the attribute sets of the in-flight
+	// counter and the duration histogram.
+	servers   *telemetry.Sets[string]
+	durations *telemetry.Sets[callLabels]
+}
+
+// callLabels are the label values of one call's duration.
+type callLabels struct {
+	method, server, outcome, tool, errType string
+}
+
+func (l callLabels) attrs() []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, 5)
+	out = append(out, telemetry.MethodName.String(l.method), telemetry.Server.String(l.server), telemetry.Outcome.String(l.outcome))
+	if l.tool != "" {
+		out = append(out, telemetry.ToolName.String(l.tool))
+	}
+	if l.errType != "" {
+		out = append(out, telemetry.ErrorType.String(l.errType))
+	}
+	return out
 }
 
 // newInstruments makes m's instruments from the providers of its options
@@ -65,7 +86,7 @@ func (m *Manager) newInstruments() instruments {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(telemetry.ScopeName)
-	in := instruments{tracer: tp.Tracer(telemetry.ScopeName)}
+	in := instruments{tracer: tp.Tracer(telemetry.ScopeName), servers: new(telemetry.Sets[string]), durations: new(telemetry.Sets[callLabels])}
 	var errs [5]error
 	in.duration, errs[0] = meter.Float64Histogram("mcp.client.operation.duration",
 		metric.WithUnit("s"),
@@ -179,7 +200,7 @@ func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method str
 		}
 		uc.span.SetAttributes(attrs...)
 	}
-	uc.inFlight = metric.WithAttributeSet(attribute.NewSet(server))
+	uc.inFlight = m.ins.servers.Get(e.cfg.Name, func() []attribute.KeyValue { return []attribute.KeyValue{server} })
 	m.ins.inFlight.Add(ctx, 1, uc.inFlight)
 	uc.start = time.Now()
 	return ctx, uc
@@ -192,13 +213,8 @@ var spanKindClient = trace.WithSpanKind(trace.SpanKindClient)
 func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error) {
 	elapsed := time.Since(uc.start).Seconds()
 	outcome, errType, code := classify(ctx, uc.method, res, err)
-	labels := make([]attribute.KeyValue, 0, 5)
-	labels = append(labels, telemetry.MethodName.String(uc.method), uc.server, telemetry.Outcome.String(outcome))
-	if uc.tool != "" {
-		labels = append(labels, telemetry.ToolName.String(uc.tool))
-	}
+	labels := callLabels{method: uc.method, server: uc.server.Value.AsString(), outcome: outcome, tool: uc.tool, errType: errType}
 	if errType != "" {
-		labels = append(labels, telemetry.ErrorType.String(errType))
 		uc.span.SetAttributes(telemetry.ErrorType.String(errType))
 		if code != "" {
 			uc.span.SetAttributes(telemetry.StatusCode.String(code))
@@ -210,7 +226,7 @@ func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error)
 	uc.span.End()
 	m := uc.m
 	m.ins.inFlight.Add(ctx, -1, uc.inFlight)
-	m.ins.duration.Record(ctx, elapsed, metric.WithAttributes(labels...))
+	m.ins.duration.Record(ctx, elapsed, m.ins.durations.Get(labels, labels.attrs))
 }
 
 // classify says how a call ended: its outcome, its error.type ("" on

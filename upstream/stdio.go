@@ -97,6 +97,14 @@ type stdioTransport struct {
 	// waiting behind a writer blocked on a full pipe can give up when its
 	// context ends.
 	wmu chan struct{}
+	// queue holds the lines sent and not yet taken by a writer; the
+	// sender that gets wmu writes every queued line in one write, so that
+	// under load one syscall (and one wakeup of the child) carries many
+	// messages. wbuf is the writer's reused buffer. Both under qmu, wbuf
+	// under wmu.
+	qmu   sync.Mutex
+	queue []*queuedLine
+	wbuf  []byte
 
 	stopCh     chan struct{} // closed to begin the stop sequence
 	killCh     chan struct{} // closed when close's ctx ended: skip the grace periods
@@ -556,40 +564,127 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	select {
-	case t.wmu <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.stopCh:
-		return t.connErr()
-	case <-t.exited:
-		return t.connErr()
+	q := &queuedLine{b: b, done: make(chan error, 1)}
+	t.qmu.Lock()
+	t.queue = append(t.queue, q)
+	t.qmu.Unlock()
+	for {
+		select {
+		case err := <-q.done:
+			return err
+		case t.wmu <- struct{}{}:
+			t.flush(ctx)
+			continue
+		case <-ctx.Done():
+			t.dequeue(q)
+			return ctx.Err()
+		case <-t.stopCh:
+		case <-t.exited:
+		}
+		if t.dequeue(q) {
+			return t.connErr()
+		}
+		return <-q.done // a writer has it; its outcome comes
+	}
+}
+
+// queuedLine is one message waiting to be written to stdin, and how its
+// sender learns the outcome.
+type queuedLine struct {
+	b    []byte
+	done chan error // buffered 1
+}
+
+// dequeue takes q out of the queue, reporting whether it was still there
+// (no writer took it).
+func (t *stdioTransport) dequeue(q *queuedLine) bool {
+	t.qmu.Lock()
+	defer t.qmu.Unlock()
+	for i, l := range t.queue {
+		if l == q {
+			t.queue = slices.Delete(t.queue, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// flush writes every queued line in one write, for a sender that holds
+// wmu, and releases wmu. Each line's sender gets the outcome. When ctx
+// (the writing sender's) ends in the middle, the rest is written in the
+// background, holding wmu, so that the next message starts on a line of
+// its own and the other senders' lines still go; closing stdin unblocks it.
+func (t *stdioTransport) flush(ctx context.Context) {
+	t.qmu.Lock()
+	lines := t.queue
+	t.queue = nil
+	t.qmu.Unlock()
+	if len(lines) == 0 {
+		<-t.wmu
+		return
 	}
 	// Checked again: the lock may have been won after the end.
 	if err := t.usable(); err != nil {
+		for _, l := range lines {
+			l.done <- err
+		}
 		<-t.wmu
-		return err
+		return
 	}
-	n, err := t.write(ctx, b)
+	buf := t.wbuf[:0]
+	for _, l := range lines {
+		buf = append(buf, l.b...)
+	}
+	if cap(buf) <= maxKeptWriteBuffer {
+		t.wbuf = buf
+	} else {
+		t.wbuf = nil
+	}
+	n, err := t.write(ctx, buf)
 	if err == nil {
+		for _, l := range lines {
+			l.done <- nil
+		}
 		<-t.wmu
-		return nil
+		return
 	}
-	if n > 0 && n < len(b) && ctx.Err() != nil && t.track() {
-		// Half a line is in the pipe. Finish it in the background so that
-		// the next message starts on a line of its own; closing stdin
-		// unblocks it.
+	if ctx.Err() != nil && t.track() {
+		rest := bytes.Clone(buf[n:])
+		written := 0
+		for _, l := range lines {
+			if written += len(l.b); written <= n {
+				l.done <- nil
+			}
+		}
 		go func() {
 			defer t.wg.Done()
-			t.stdin.Write(b[n:])
+			_, err := t.stdin.Write(rest)
+			if err != nil {
+				err = t.writeErr(err)
+			}
+			written := 0
+			for _, l := range lines {
+				if written += len(l.b); written > n {
+					l.done <- err
+				}
+			}
 			<-t.wmu
 		}()
-		return ctx.Err()
+		return
+	}
+	err = t.writeErr(err)
+	for _, l := range lines {
+		l.done <- err
 	}
 	<-t.wmu
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+}
+
+// maxKeptWriteBuffer caps the write buffer a transport keeps between
+// writes.
+const maxKeptWriteBuffer = 64 << 10
+
+// writeErr is the error a sender gets for a failed write to stdin.
+func (t *stdioTransport) writeErr(err error) error {
 	if uerr := t.usable(); uerr != nil {
 		return uerr
 	}

@@ -1127,3 +1127,62 @@ func TestStdioTransport_CloseDuringSends(t *testing.T) {
 		t.Error("send after close succeeded")
 	}
 }
+
+// TestStdioTransport_BatchedLines queues sends behind a held write lock:
+// the sender that gets the lock writes them all in one write, and the
+// server gets each message whole, once (each ping is answered under its
+// own id). A queued send whose context ends leaves the queue unsent.
+func TestStdioTransport_BatchedLines(t *testing.T) {
+	tr := newTestStdio(t, "")
+	var mu sync.Mutex
+	answered := map[string]int{}
+	if err := tr.start(context.Background(), func(m *jsonrpc.Message, _ related) {
+		mu.Lock()
+		answered[m.ID.String()]++
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tr.wmu <- struct{}{} // a writer busy elsewhere
+	const n = 20
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- tr.send(context.Background(), jsonrpc.NewRequest(jsonrpc.IntID(int64(i)), "ping", nil))
+		}()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() { gone <- tr.send(ctx, jsonrpc.NewRequest(jsonrpc.StringID("gone"), "ping", nil)) }()
+	queued := func() int {
+		tr.qmu.Lock()
+		defer tr.qmu.Unlock()
+		return len(tr.queue)
+	}
+	if !eventually(func() bool { return queued() == n+1 }) {
+		t.Fatalf("%d lines queued, want %d", queued(), n+1)
+	}
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled queued send = %v, want context.Canceled", err)
+	}
+	if q := queued(); q != n {
+		t.Errorf("%d lines queued after a cancel, want %d", q, n)
+	}
+	<-tr.wmu // the busy writer is done: one of the senders writes the lot
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("send: %v", err)
+		}
+	}
+	if !eventually(func() bool { mu.Lock(); defer mu.Unlock(); return len(answered) == n }) {
+		t.Fatalf("%d distinct answers, want %d", len(answered), n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, k := range answered {
+		if k != 1 || id == `"gone"` {
+			t.Errorf("id %s answered %d times", id, k)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
@@ -144,6 +145,7 @@ func newBenchEdge(b *testing.B, production bool) *benchEdge {
 		coreOpts.MediaConfig = config.Media{Mode: config.MediaLink, MinBytes: config.DefaultMediaMinBytes}
 		coreOpts.PublicURL = "https://gw.example"
 		coreOpts.MeterProvider = mp
+		coreOpts.TracerProvider = noop.NewTracerProvider() // as telemetry.Setup without an OTLP endpoint
 		opts.MeterProvider = mp
 	}
 	core, err := gateway.New(coreOpts)
@@ -204,12 +206,11 @@ func (e *benchEdge) initialize(b *testing.B, version string) string {
 }
 
 // BenchmarkPost_ToolsCall is one relayed tools/call through the whole
-// edge (echo, the POST handler, the session, the call's SSE stream) and
-// the core, to an in-memory upstream, recorded with an
-// httptest.ResponseRecorder: ns/op, B/op and allocs/op of one call. A
-// forwarded request is always answered as an event stream on this edge;
-// 2025-11-25 sessions get a priming event first, 2025-03-26 sessions get
-// none but the 2025-03-26 encoding of the result. The _production cases
+// edge (echo, the POST handler, the session) and the core, to an
+// in-memory upstream, recorded with an httptest.ResponseRecorder: ns/op,
+// B/op and allocs/op of one call. The upstream answers at once, so the
+// call is answered as application/json (within stream_after); 2025-03-26
+// sessions get the 2025-03-26 encoding of the result. The _production cases
 // set the core and the edge up as cmd/mcpgw does (a media store, the
 // metrics SDK). small_httptest_server sends the call over loopback
 // HTTP/1.1 with keep-alive to an httptest.Server instead, so it also
@@ -260,10 +261,9 @@ func BenchmarkPost_ToolsCall(b *testing.B) {
 				}
 			}
 			status, ctype, answer := call()
-			if status != http.StatusOK || ctype != "text/event-stream" ||
-				!bytes.Contains(answer, []byte(`data: {"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"line \"xxx`)) ||
-				bytes.Contains(answer, []byte("structuredContent")) != (bc.version != V20250326) ||
-				!bytes.HasPrefix(answer, []byte("id: ")) {
+			if status != http.StatusOK || ctype != "application/json" ||
+				!bytes.HasPrefix(answer, []byte(`{"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"line \"xxx`)) ||
+				bytes.Contains(answer, []byte("structuredContent")) != (bc.version != V20250326) {
 				b.Fatalf("answer %d %q: %.200s", status, ctype, answer)
 			}
 			b.SetBytes(int64(len(answer)))

@@ -133,8 +133,7 @@ func paramName(req *Request, method, what string) (string, error) {
 
 // setString sets a string member of a params object.
 func setString(obj json.RawMessage, key, value string) (json.RawMessage, error) {
-	v, _ := json.Marshal(value)
-	out, err := rawjson.Set(obj, key, v)
+	out, err := rawjson.Set(obj, key, rawjson.AppendString(nil, value))
 	if err != nil {
 		return nil, invalidParams("params must be a JSON object")
 	}

@@ -142,8 +142,7 @@ func (r *relay) withProgress(params json.RawMessage, notify func(string, json.Ra
 		return params, func() {}
 	}
 	ours := r.mint("p")
-	q, _ := json.Marshal(ours)
-	meta2, err := rawjson.Set(meta, "progressToken", q)
+	meta2, err := rawjson.Set(meta, "progressToken", rawjson.AppendString(nil, ours))
 	if err != nil {
 		return params, func() {}
 	}

@@ -245,38 +245,54 @@ func Get(obj []byte, key string) (json.RawMessage, bool, error) {
 // appended at the end. val must be valid JSON; obj is trusted to be (see
 // scan).
 func Set(obj []byte, key string, val json.RawMessage) ([]byte, error) {
-	if !json.Valid(val) {
+	if !Valid(val) {
 		return nil, fmt.Errorf("value for %q is not valid JSON", key)
 	}
-	ms, err := members(obj)
+	var out []byte
+	last, n := 0, 0
+	err := scan(obj, func(keyTok []byte, _, valStart, valEnd int) (bool, error) {
+		n++
+		if keyIs(keyTok, key) {
+			if out == nil {
+				out = make([]byte, 0, len(obj)+len(val))
+			}
+			out = append(out, obj[last:valStart]...)
+			out = append(out, val...)
+			last = valEnd
+		}
+		return true, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(obj)+len(val)+len(key)+4)
-	last := 0
-	found := false
-	for _, m := range ms {
-		if m.key != key {
-			continue
-		}
-		found = true
-		out = append(out, obj[last:m.valStart]...)
-		out = append(out, val...)
-		last = m.valEnd
-	}
-	if found {
+	if out != nil {
 		return append(out, obj[last:]...), nil
 	}
 	end := bytes.LastIndexByte(obj, '}')
+	out = make([]byte, 0, len(obj)+len(val)+len(key)+4)
 	out = append(out, bytes.TrimRight(obj[:end], " \t\r\n")...)
-	if len(ms) > 0 {
+	if n > 0 {
 		out = append(out, ',')
 	}
-	k, _ := json.Marshal(key)
-	out = append(out, k...)
+	out = AppendString(out, key)
 	out = append(out, ':')
 	out = append(out, val...)
 	return append(out, obj[end:]...), nil
+}
+
+// AppendString appends s to dst as a JSON string, escaped as
+// encoding/json escapes it (HTML characters included), without
+// allocating for the common string of printable ASCII.
+func AppendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // Delete returns a copy of obj without the top-level members named in keys.

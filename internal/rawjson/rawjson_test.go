@@ -179,3 +179,34 @@ func TestString(t *testing.T) {
 		})
 	}
 }
+
+func TestAppendString(t *testing.T) {
+	for _, s := range []string{"", "mcp__files__read", "p-17", `a"b`, `back\slash`, "tab\t", "<html>&", "é", "\u2028", "\x7f", "\xff"} {
+		want, _ := json.Marshal(s)
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("AppendString(%q) = %s, want x%s", s, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { AppendString(make([]byte, 0, 64)[:0], "mcp__files__read") }); n > 1 {
+		t.Errorf("AppendString of plain ASCII allocates %v times, want at most the buffer", n)
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	f.Add("name")
+	f.Add("\"\\<>&\x00\u2028\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+func TestSetAllocations(t *testing.T) {
+	obj := []byte(`{"name":"mcp__files__read","arguments":{"path":"/srv/x"},"_meta":{"progressToken":"p-17"}}`)
+	val := json.RawMessage(`"read"`)
+	if n := testing.AllocsPerRun(100, func() { Set(obj, "name", val) }); n != 1 {
+		t.Errorf("Set allocates %v times, want 1 (the copy)", n)
+	}
+}

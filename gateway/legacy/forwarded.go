@@ -45,13 +45,19 @@ func firstValue(v string) string {
 	return strings.TrimSpace(first)
 }
 
-// forwardable returns a copy of a client's request header without what
-// must never reach a server: its credentials and cookies. Which of the
-// rest a server gets is its forward_headers' choice.
+// forwardable returns a client's request header without what must never
+// reach a server: its credentials and cookies. Which of the rest a server
+// gets is its forward_headers' choice. The map is new; its value slices
+// are the request's own, which nothing changes (it is read-only from here
+// on: the upstream transports copy what they forward).
 func forwardable(h http.Header) http.Header {
-	out := h.Clone()
-	for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
-		out.Del(k)
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		switch k {
+		case "Authorization", "Proxy-Authorization", "Cookie":
+		default:
+			out[k] = vs
+		}
 	}
 	return out
 }

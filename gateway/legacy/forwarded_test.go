@@ -66,3 +66,39 @@ func TestForwardable(t *testing.T) {
 		t.Error("the client's own header was changed")
 	}
 }
+
+func TestAccepts(t *testing.T) {
+	tests := []struct {
+		accept []string
+		typ    string
+		want   bool
+	}{
+		{[]string{"application/json, text/event-stream"}, "text/event-stream", true},
+		{[]string{"application/json, text/event-stream"}, "application/json", true},
+		{[]string{"application/json"}, "text/event-stream", false},
+		{[]string{"application/json", "text/event-stream"}, "text/event-stream", true},
+		{[]string{"Application/JSON"}, "application/json", true},
+		{[]string{"*/*"}, "text/event-stream", true},
+		{[]string{"text/*"}, "text/event-stream", true},
+		{[]string{"TEXT/*"}, "text/event-stream", true},
+		{[]string{"application/*"}, "text/event-stream", false},
+		{[]string{"text/event-stream;q=0"}, "text/event-stream", false},
+		{[]string{"text/event-stream; q=0.0, application/json"}, "text/event-stream", false},
+		{[]string{"text/event-stream;q=0.5"}, "text/event-stream", true},
+		{[]string{"text/event-stream; charset=utf-8"}, "text/event-stream", true},
+		{[]string{"text/event-stream; q"}, "text/event-stream", false}, // malformed parameter
+		{[]string{"  text/event-stream  ,"}, "text/event-stream", true},
+		{[]string{"text/event-streamx"}, "text/event-stream", false},
+		{[]string{"text/"}, "text/event-stream", false},
+		{nil, "application/json", false},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		for _, v := range tt.accept {
+			r.Header.Add("Accept", v)
+		}
+		if got := accepts(r, tt.typ); got != tt.want {
+			t.Errorf("accepts(%q, %q) = %v, want %v", tt.accept, tt.typ, got, tt.want)
+		}
+	}
+}

@@ -459,8 +459,17 @@ func writeShuttingDown(w http.ResponseWriter, id jsonrpc.ID) {
 func accepts(r *http.Request, typ string) bool {
 	major, _, _ := strings.Cut(typ, "/")
 	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		for part := range strings.SplitSeq(v, ",") {
+			part = strings.TrimSpace(part)
+			if !strings.Contains(part, ";") {
+				// No parameters: a match by name is a valid media type;
+				// anything else does not match anyway.
+				if strings.EqualFold(part, typ) || part == "*/*" || (len(part) == len(major)+2 && strings.EqualFold(part[:len(major)], major) && part[len(major):] == "/*") {
+					return true
+				}
+				continue
+			}
+			mt, params, err := mime.ParseMediaType(part)
 			if err != nil {
 				continue
 			}

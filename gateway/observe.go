@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -37,13 +38,14 @@ import (
 // instruments are the core's tracer and metric instruments.
 type instruments struct {
 	tracer    trace.Tracer
+	tracing   bool // false: tracer is the no-op one, spans are skipped
 	duration  metric.Float64Histogram
 	inFlight  metric.Int64UpDownCounter
 	rejected  metric.Int64Counter
 	denied    metric.Int64Counter
 	available bool // false: the instruments could not be made; metrics are off
 	// methods are the attribute sets of the method labels (read-only).
-	methods map[string]metric.MeasurementOption
+	methods map[string]*telemetry.Labels
 	// durations are the attribute sets of the duration histogram.
 	durations *telemetry.Sets[durationLabels]
 }
@@ -88,6 +90,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 	meter := mp.Meter(telemetry.ScopeName)
 	in := instruments{
 		tracer:   tp.Tracer(telemetry.ScopeName),
+		tracing:  telemetry.Tracing(tp),
 		rejected: telemetry.RateLimitRejections(meter),
 		denied:   telemetry.AccessDenials(meter),
 	}
@@ -104,19 +107,19 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 	}
 	in.available = true
 	in.durations = new(telemetry.Sets[durationLabels])
-	in.methods = map[string]metric.MeasurementOption{}
+	in.methods = map[string]*telemetry.Labels{}
 	for _, m := range append(telemetry.Methods(), telemetry.OtherMethod) {
-		in.methods[m] = metric.WithAttributeSet(attribute.NewSet(telemetry.MethodName.String(m)))
+		in.methods[m] = telemetry.NewLabels(telemetry.MethodName.String(m))
 	}
 	return in, nil
 }
 
-// methodSet returns the measurement option of a method label, made once.
-func (in *instruments) methodSet(method string) metric.MeasurementOption {
+// methodSet returns the Labels of a method label, made once.
+func (in *instruments) methodSet(method string) *telemetry.Labels {
 	if o, ok := in.methods[method]; ok {
 		return o
 	}
-	return metric.WithAttributes(telemetry.MethodName.String(method))
+	return telemetry.NewLabels(telemetry.MethodName.String(method))
 }
 
 // Observe runs fn as the answer to req under the request's server span
@@ -132,11 +135,14 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 		}
 	}
 	method := telemetry.MethodLabel(req.Method)
-	ctx, span := s.ins.tracer.Start(ctx, req.Method, spanKindServer)
-	defer span.End()
+	var span trace.Span = noop.Span{}
+	if s.ins.tracing {
+		ctx, span = s.ins.tracer.Start(ctx, req.Method, spanKindServer...)
+		defer span.End()
+	}
 	inFlight := s.ins.methodSet(method)
 	if s.ins.available {
-		s.ins.inFlight.Add(ctx, 1, inFlight)
+		s.ins.inFlight.Add(ctx, 1, inFlight.Add...)
 	}
 	start := time.Now()
 
@@ -152,18 +158,18 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 		s.annotate(span, req, labels.attrs(), err, errType)
 	}
 	if s.ins.available {
-		s.ins.inFlight.Add(ctx, -1, inFlight)
-		s.ins.duration.Record(ctx, elapsed, s.ins.durations.Get(labels, labels.attrs))
+		s.ins.inFlight.Add(ctx, -1, inFlight.Add...)
+		s.ins.duration.Record(ctx, elapsed, s.ins.durations.Get(labels, labels.attrs).Record...)
 		if code, _ := errorCode(err); code == CodeForbidden {
-			s.ins.denied.Add(ctx, 1, aclReason)
+			s.ins.denied.Add(ctx, 1, aclReason.Add...)
 		}
 	}
 	return res, err
 }
 
 var (
-	spanKindServer = trace.WithSpanKind(trace.SpanKindServer)
-	aclReason      = metric.WithAttributeSet(attribute.NewSet(telemetry.Reason.String("acl")))
+	spanKindServer = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	aclReason      = telemetry.NewLabels(telemetry.Reason.String("acl"))
 )
 
 // annotate names a recorded server span and gives it its attributes:

@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 func TestSetup(t *testing.T) {
@@ -186,11 +189,15 @@ func TestSets(t *testing.T) {
 	var c Sets[key]
 	made := 0
 	get := func(k key) attribute.Set {
-		opt := c.Get(k, func() []attribute.KeyValue {
+		l := c.Get(k, func() []attribute.KeyValue {
 			made++
 			return []attribute.KeyValue{MethodName.String(k.method), Server.String(k.server)}
 		})
-		return metric.NewAddConfig([]metric.AddOption{opt}).Attributes()
+		rec := metric.NewRecordConfig(l.Record).Attributes()
+		if add := metric.NewAddConfig(l.Add).Attributes(); !add.Equals(&rec) {
+			t.Errorf("Add and Record options differ: %v, %v", add, rec)
+		}
+		return rec
 	}
 	for range 3 {
 		for _, k := range []key{{"tools/call", "a"}, {"tools/call", "b"}, {"ping", ""}} {
@@ -215,5 +222,17 @@ func TestSets(t *testing.T) {
 	set := get(key{"m", "past"})
 	if v, _ := set.Value(Server); v.AsString() != "past" {
 		t.Errorf("past the bound: server %q", v.AsString())
+	}
+}
+
+func TestTracing(t *testing.T) {
+	if Tracing(noop.NewTracerProvider()) {
+		t.Error("Tracing(noop) = true")
+	}
+	if !Tracing(sdktrace.NewTracerProvider()) {
+		t.Error("Tracing(sdk) = false")
+	}
+	if !Tracing(otel.GetTracerProvider()) {
+		t.Error("Tracing(global) = false: the global provider may delegate to a real one later")
 	}
 }

@@ -32,6 +32,7 @@ import (
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -42,6 +43,7 @@ import (
 // instruments are the Manager's tracer and metric instruments.
 type instruments struct {
 	tracer   trace.Tracer
+	tracing  bool // false: tracer is the no-op one, spans are skipped
 	duration metric.Float64Histogram
 	inFlight metric.Int64UpDownCounter
 	state    metric.Int64ObservableGauge
@@ -86,7 +88,7 @@ func (m *Manager) newInstruments() instruments {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(telemetry.ScopeName)
-	in := instruments{tracer: tp.Tracer(telemetry.ScopeName), servers: new(telemetry.Sets[string]), durations: new(telemetry.Sets[callLabels])}
+	in := instruments{tracer: tp.Tracer(telemetry.ScopeName), tracing: telemetry.Tracing(tp), servers: new(telemetry.Sets[string]), durations: new(telemetry.Sets[callLabels])}
 	var errs [5]error
 	in.duration, errs[0] = meter.Float64Histogram("mcp.client.operation.duration",
 		metric.WithUnit("s"),
@@ -157,7 +159,7 @@ type upstreamCall struct {
 	tool   string // the tool of a tools/call, "" otherwise
 	server attribute.KeyValue
 	// inFlight is the server's attribute set, made once for both Adds.
-	inFlight metric.MeasurementOption
+	inFlight *telemetry.Labels
 }
 
 // startCall starts the client span of a call of method with params to c,
@@ -166,17 +168,24 @@ type upstreamCall struct {
 func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method string, params json.RawMessage) (context.Context, *upstreamCall) {
 	server := telemetry.Server.String(e.cfg.Name)
 	uc := &upstreamCall{m: m, method: telemetry.MethodLabel(method), server: server}
-	name, target := method, ""
+	target := ""
 	switch method {
 	case "tools/call", "prompts/get":
 		if n, ok := rawjson.String(params, "name"); ok && n != "" {
-			name, target = method+" "+n, n
+			target = n
 		}
 	}
 	if method == "tools/call" {
 		uc.tool = target
 	}
-	ctx, uc.span = m.ins.tracer.Start(ctx, name, spanKindClient)
+	uc.span = noop.Span{}
+	if m.ins.tracing {
+		name := method
+		if target != "" {
+			name = method + " " + target
+		}
+		ctx, uc.span = m.ins.tracer.Start(ctx, name, spanKindClient...)
+	}
 	if uc.span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 8)
 		attrs = append(attrs, telemetry.MethodName.String(method), server)
@@ -201,12 +210,12 @@ func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method str
 		uc.span.SetAttributes(attrs...)
 	}
 	uc.inFlight = m.ins.servers.Get(e.cfg.Name, func() []attribute.KeyValue { return []attribute.KeyValue{server} })
-	m.ins.inFlight.Add(ctx, 1, uc.inFlight)
+	m.ins.inFlight.Add(ctx, 1, uc.inFlight.Add...)
 	uc.start = time.Now()
 	return ctx, uc
 }
 
-var spanKindClient = trace.WithSpanKind(trace.SpanKindClient)
+var spanKindClient = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // end ends the call's span and records its metrics, given what the call
 // returned and its ctx (to tell a cancellation from a failure).
@@ -225,8 +234,8 @@ func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error)
 	}
 	uc.span.End()
 	m := uc.m
-	m.ins.inFlight.Add(ctx, -1, uc.inFlight)
-	m.ins.duration.Record(ctx, elapsed, m.ins.durations.Get(labels, labels.attrs))
+	m.ins.inFlight.Add(ctx, -1, uc.inFlight.Add...)
+	m.ins.duration.Record(ctx, elapsed, m.ins.durations.Get(labels, labels.attrs).Record...)
 }
 
 // classify says how a call ended: its outcome, its error.type ("" on

@@ -104,7 +104,8 @@ type peer struct {
 	safeURL string // scheme://host/path, for logs and errors
 	apiKey  string
 	headers map[string]string
-	forward []string // forward_headers, canonical, without the ones never forwarded
+	forward []string    // forward_headers, canonical, without the ones never forwarded
+	base    http.Header // the configured headers and ours, canonical; read-only
 	hc      *http.Client
 	max     int64
 	logger  *slog.Logger
@@ -127,6 +128,13 @@ func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
 	}
 	if p.hc == nil {
 		p.hc = defaultHTTPClient
+	}
+	p.base = make(http.Header, len(p.headers)+1)
+	for k, v := range p.headers {
+		p.base[textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
+	}
+	if p.apiKey != "" {
+		p.base["Authorization"] = []string{"Bearer " + p.apiKey} // ours wins
 	}
 	if p.max <= 0 {
 		p.max = config.DefaultMaxResponseBody
@@ -175,11 +183,50 @@ func (p *peer) newRequest(ctx context.Context, method, target string, body []byt
 		// The error would quote the URL.
 		return nil, fmt.Errorf("invalid server URL %s", p.safeURL)
 	}
-	for k, v := range p.headerMap(sid, version) {
-		req.Header.Set(k, v)
-	}
+	req.Header = p.header(sid, version)
 	return req, nil
 }
+
+// header returns a new request header with the configured headers and
+// ours over them, and the session's. Its value slices are shared between
+// requests and must not be changed: net/http only reads them, and a header
+// a transport adds later replaces its slice.
+func (p *peer) header(sid, version string) http.Header {
+	h := make(http.Header, len(p.base)+6)
+	for k, vs := range p.base {
+		h[k] = vs
+	}
+	if sid != "" {
+		h[headerSessionID] = []string{sid}
+	}
+	if version != "" {
+		h[headerProtocolVersion] = versionValue(version)
+	}
+	return h
+}
+
+// versionValues are the header values of the supported protocol versions,
+// shared by all requests.
+var versionValues = func() map[string][]string {
+	m := make(map[string][]string, len(supportedVersions))
+	for _, v := range supportedVersions {
+		m[v] = []string{v}
+	}
+	return m
+}()
+
+func versionValue(v string) []string {
+	if vs, ok := versionValues[v]; ok {
+		return vs
+	}
+	return []string{v}
+}
+
+// The values of the headers every POST has, shared (see header).
+var (
+	contentTypeJSON    = []string{"application/json"}
+	acceptJSONOrStream = []string{"application/json, text/event-stream"}
+)
 
 // headerMap returns the configured headers, then ours over them.
 func (p *peer) headerMap(sid, version string) map[string]string {
@@ -405,8 +452,10 @@ func (p *peer) newStreamClient(target string, headers map[string]string, bo back
 }
 
 // deliver parses the data of an event and passes each message to recv, and
-// returns them. Events of a type other than message are not ours.
-func (p *peer) deliver(typ string, data []byte, recv func(*jsonrpc.Message, related), rel related) []*jsonrpc.Message {
+// returns them. Events of a type other than message are not ours. owned
+// says data is the event's own (the messages may alias it); otherwise it
+// is copied.
+func (p *peer) deliver(typ string, data []byte, owned bool, recv func(*jsonrpc.Message, related), rel related) []*jsonrpc.Message {
 	if len(data) == 0 {
 		return nil
 	}
@@ -414,7 +463,11 @@ func (p *peer) deliver(typ string, data []byte, recv func(*jsonrpc.Message, rela
 		p.logger.Debug("ignoring an event of unknown type", "event", typ)
 		return nil
 	}
-	msgs, _, err := jsonrpc.Parse(data)
+	parse := jsonrpc.Parse
+	if owned {
+		parse = jsonrpc.ParseOwned
+	}
+	msgs, _, err := parse(data)
 	if err != nil {
 		p.logger.Warn("dropping a malformed message from the server", "err", err)
 		return nil
@@ -549,8 +602,8 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		cancel()
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header["Content-Type"] = contentTypeJSON
+	req.Header["Accept"] = acceptJSONOrStream
 	t.forwardHeaders(req, h)
 	injectTraceContext(ctx, req.Header)
 	resp, err := t.hc.Do(req)
@@ -764,6 +817,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 // the response to id arrived (answered) or the stream ends (err).
 func (t *httpTransport) readEvents(body io.Reader, id jsonrpc.ID, st *streamState) (answered bool, err error) {
 	r := sse.NewReader(body, t.max)
+	defer r.Release()
 	for {
 		ev, err := r.Next()
 		if err != nil {
@@ -775,7 +829,7 @@ func (t *httpTransport) readEvents(body io.Reader, id jsonrpc.ID, st *streamStat
 		if ev.HasRetry {
 			st.retry = ev.Retry
 		}
-		for _, m := range t.deliver(ev.Type, ev.Data, t.recv, id) {
+		for _, m := range t.deliver(ev.Type, ev.Data, true, t.recv, id) { // sse.Event.Data is the event's own
 			answered = answered || (m.IsResponse() && m.ID == id)
 		}
 		if answered {
@@ -891,7 +945,7 @@ func (t *httpTransport) runGetStream(ctx context.Context, sid, version string) {
 		if idle != nil {
 			idle.Reset(t.idle)
 		}
-		t.deliver(string(ev.Event), ev.Data, t.recv, related{})
+		t.deliver(string(ev.Event), ev.Data, false, t.recv, related{})
 	}
 	for {
 		// Each subscription has its own context, which the idle timer

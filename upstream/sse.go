@@ -150,7 +150,7 @@ func (t *sseTransport) handle(base *url.URL, ev *r3sse.Event) {
 			t.logger.Warn("dropping a message sent before the endpoint event")
 			return
 		}
-		t.deliver("", ev.Data, t.recv, related{})
+		t.deliver("", ev.Data, false, t.recv, related{})
 	default:
 		t.logger.Debug("ignoring an event of unknown type", "event", typ)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -49,6 +50,7 @@ type Reader struct {
 	skipLF  bool // the last line ended in CR: a following LF belongs to it
 	line    []byte
 	err     error // sticky
+	pooled  bool  // br came from readers
 }
 
 // NewReader returns a Reader of r whose events carry at most maxEvent bytes
@@ -59,12 +61,37 @@ func NewReader(r io.Reader, maxEvent int64) *Reader {
 	if maxEvent <= 0 {
 		panic("sse: NewReader with a non-positive cap")
 	}
-	size := 32 << 10
-	if maxEvent+lineSlack < int64(size) {
-		size = max(int(maxEvent+lineSlack), 16)
+	if maxEvent+lineSlack < bufSize {
+		return &Reader{br: bufio.NewReaderSize(r, max(int(maxEvent+lineSlack), 16)), max: maxEvent}
 	}
-	return &Reader{br: bufio.NewReaderSize(r, size), max: maxEvent}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &Reader{br: br, max: maxEvent, pooled: true}
 }
+
+// bufSize is the size of a Reader's buffer, unless its cap is smaller.
+const bufSize = 32 << 10
+
+// readers are the buffers of released Readers: a response stream is read
+// by a new Reader, one per request, and a 32 KiB buffer made for each was
+// a large share of an HTTP upstream call's garbage.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+
+// Release gives the Reader's buffer back for a later NewReader. The Reader
+// must not be used after; the events it returned stay valid (their data
+// is theirs).
+func (r *Reader) Release() {
+	if r.pooled {
+		r.br.Reset(nil)
+		readers.Put(r.br)
+	}
+	r.br, r.pooled, r.line = nil, false, nil
+	if r.err == nil {
+		r.err = errReleased
+	}
+}
+
+var errReleased = errors.New("sse: Reader used after Release")
 
 // Next returns the next event that carries data, an id or a retry field.
 // Blocks with none of these (comments, blank lines, a lone event field) are

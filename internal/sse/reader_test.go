@@ -174,3 +174,38 @@ func TestWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestReader_Release checks that a released Reader's buffer serves a new
+// Reader without touching the events the first one returned, and that the
+// released Reader answers with an error rather than reading.
+func TestReader_Release(t *testing.T) {
+	const cap = 1 << 20 // large enough for a pooled buffer
+	r1 := sse.NewReader(strings.NewReader("id: 1\ndata: first\n\ndata: rest\n\n"), cap)
+	ev1, err := r1.Next()
+	if err != nil || string(ev1.Data) != "first" {
+		t.Fatalf("Next = %+v, %v", ev1, err)
+	}
+	r1.Release()
+	if _, err := r1.Next(); err == nil {
+		t.Fatal("Next after Release: no error")
+	}
+	for i := range 3 {
+		r2 := sse.NewReader(strings.NewReader(strings.Repeat("data: x\n\n", 2)+"data: "+strings.Repeat("y", 40<<10)+"\n\n"), cap)
+		for range 2 {
+			if ev, err := r2.Next(); err != nil || string(ev.Data) != "x" {
+				t.Fatalf("round %d: Next = %q, %v", i, ev.Data, err)
+			}
+		}
+		if ev, err := r2.Next(); err != nil || len(ev.Data) != 40<<10 {
+			t.Fatalf("round %d: long event: %d bytes, %v", i, len(ev.Data), err)
+		}
+		if _, err := r2.Next(); err != io.EOF {
+			t.Fatalf("round %d: end = %v", i, err)
+		}
+		r2.Release()
+		r2.Release() // twice is harmless
+	}
+	if string(ev1.Data) != "first" || ev1.ID != "1" {
+		t.Fatalf("an event of the released Reader changed: %+v", ev1)
+	}
+}

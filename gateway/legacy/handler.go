@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -148,6 +149,9 @@ type Handler struct {
 	// states that allow it, so Close's Wait never races an Add.
 	calls sync.WaitGroup
 	conns sync.WaitGroup
+	// taken are the connections GET streams took over (takeover.go),
+	// counted in conns until their pumps are done.
+	taken map[net.Conn]struct{}
 
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
@@ -239,6 +243,7 @@ func New(opts Options) (*Handler, error) {
 		principal:    principal,
 		sessions:     make(map[string]*session),
 		byToken:      make(map[string]*session),
+		taken:        make(map[net.Conn]struct{}),
 		perPrincipal: make(map[string]int),
 		stopJanitor:  make(chan struct{}),
 		janitorDone:  make(chan struct{}),
@@ -370,8 +375,11 @@ func (h *Handler) Close(ctx context.Context) error {
 		for _, s := range h.snapshot() {
 			h.end(s, errShutdown)
 		}
-		if !waitCtx(ctx, &h.conns) && err == nil {
-			err = ctx.Err()
+		if !waitCtx(ctx, &h.conns) {
+			if err == nil {
+				err = ctx.Err()
+			}
+			h.closeTaken()
 		}
 		h.closeErr = err
 	})

@@ -454,7 +454,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 			go func(done chan struct{}) {
 				defer close(done)
 				startSSE(w)
-				h.pump(r.Context(), w, s, st, att, 0)
+				h.pump(r.Context(), newResponseSink(w, h.opts.WriteTimeout), s, st, att, 0)
 			}(written)
 		}
 		return c.st
@@ -608,7 +608,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 		})
 	}
 	startSSE(w)
-	h.pump(r.Context(), w, s, st, att, 0)
+	h.pump(r.Context(), newResponseSink(w, h.opts.WriteTimeout), s, st, att, 0)
 }
 
 // get serves GET /mcp: the session's standalone stream, or the resumption
@@ -642,8 +642,7 @@ func (h *Handler) get(c echo.Context) error {
 		h.abandonLocked(s, st, time.Now())
 		att := s.attachLocked(st)
 		s.mu.Unlock()
-		startSSE(w)
-		h.pump(r.Context(), w, s, st, att, seq)
+		h.serveStream(c, s, st, att, seq)
 		return nil
 	}
 
@@ -672,8 +671,7 @@ func (h *Handler) get(c echo.Context) error {
 		h.appendLocked(st, nil) // the priming event
 	}
 	s.mu.Unlock()
-	startSSE(w)
-	h.pump(r.Context(), w, s, st, att, cursor)
+	h.serveStream(c, s, st, att, cursor)
 	return nil
 }
 

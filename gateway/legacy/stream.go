@@ -232,27 +232,21 @@ func startSSE(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// pump writes st's events after cursor to w as they come, with keep-alive
+// keepAliveComment is what a stream says when it has nothing to say.
+var keepAliveComment = []byte(": keep-alive\n\n")
+
+// pump writes st's events after cursor to out as they come, with keep-alive
 // comments in between, until the stream is done (or its session ended)
 // and written, a newer connection detaches att, the client goes away, or a
 // write fails. Then it releases the stream; a finished stream whose every
 // event was written is dropped, since nobody needs to resume it.
-func (h *Handler) pump(ctx context.Context, w http.ResponseWriter, s *session, st *stream, att *attachment, cursor uint64) {
-	rc := http.NewResponseController(w)
+func (h *Handler) pump(ctx context.Context, out sink, s *session, st *stream, att *attachment, cursor uint64) {
 	ka := time.NewTicker(h.opts.KeepAlive)
 	defer ka.Stop()
-	write := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)) // unsupported in tests' recorders: ignored
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	write := out.write
 	finished := false
 	defer func() {
-		// A keep-alive connection must not carry the deadline into its
-		// next request.
-		rc.SetWriteDeadline(time.Time{})
+		out.end()
 		s.mu.Lock()
 		s.detachLocked(st, att)
 		if finished && st.num != 0 {
@@ -301,7 +295,7 @@ func (h *Handler) pump(ctx context.Context, w http.ResponseWriter, s *session, s
 		case <-ctx.Done():
 			return
 		case <-ka.C:
-			if !write([]byte(": keep-alive\n\n")) {
+			if !write(keepAliveComment) {
 				return
 			}
 		}

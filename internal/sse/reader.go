@@ -69,12 +69,16 @@ func NewReader(r io.Reader, maxEvent int64) *Reader {
 	return &Reader{br: br, max: maxEvent, pooled: true}
 }
 
-// bufSize is the size of a Reader's buffer, unless its cap is smaller.
-const bufSize = 32 << 10
+// bufSize is the size of a Reader's buffer, unless its cap is smaller. A
+// longer line is gathered in the Reader's line buffer; 8 KiB reads a
+// small answer in one read and a 64 KiB one in eight, and keeps the pool
+// small: it holds about one buffer per call in flight (it was 32 KiB, and
+// 64 calls in flight kept 2 MiB of buffers alive).
+const bufSize = 8 << 10
 
 // readers are the buffers of released Readers: a response stream is read
-// by a new Reader, one per request, and a 32 KiB buffer made for each was
-// a large share of an HTTP upstream call's garbage.
+// by a new Reader, one per request, and a buffer made for each was a large
+// share of an HTTP upstream call's garbage.
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
 
 // Release gives the Reader's buffer back for a later NewReader. The Reader

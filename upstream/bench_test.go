@@ -322,7 +322,7 @@ func BenchmarkManager_Call(b *testing.B) {
 // through one long-lived lineReader, one answer at a time as a server
 // writes them (each read ends at the end of a line): small responses, and
 // responses with a 64 KiB result, for which the buffer grows from 4 KiB
-// and, once the line is read, shrinks back.
+// once and is kept (it is under lineReaderKeptSize).
 func BenchmarkLineReader_ReadLine(b *testing.B) {
 	small, err := jsonrpc.Encode(jsonrpc.NewResult(jsonrpc.IntID(42), benchCallResult))
 	if err != nil {

@@ -12,9 +12,16 @@ import (
 var errLineTooLong = errors.New("line too long")
 
 // lineReaderInitialSize is the buffer a lineReader starts with, and goes back
-// to after a large line, so that one big message does not pin a buffer the
-// size of the cap for the life of the connection.
+// to after a line that grew it past lineReaderKeptSize, so that one big
+// message does not pin a buffer the size of the cap for the life of the
+// connection.
 const lineReaderInitialSize = 4 << 10
+
+// lineReaderKeptSize is the largest buffer a lineReader keeps after the
+// line it grew for: a server that answers with 64 KiB results would
+// otherwise regrow it (4, 8, ... 128 KiB, each copied) for every answer.
+// One per stdio server.
+const lineReaderKeptSize = 256 << 10
 
 // lineReader reads newline-terminated lines of at most max bytes. Unlike
 // bufio.Scanner (64 KiB by default) its cap is the upstream message cap, and
@@ -145,10 +152,10 @@ func (lr *lineReader) fill() {
 	lr.err = io.ErrNoProgress
 }
 
-// shrink drops a buffer grown for a large line once what is left of it fits
-// in a small one.
+// shrink drops a buffer grown past lineReaderKeptSize for a large line
+// once what is left of it fits in a small one.
 func (lr *lineReader) shrink() {
-	if len(lr.buf) <= lineReaderInitialSize || lr.end-lr.start > lineReaderInitialSize/2 {
+	if len(lr.buf) <= lineReaderKeptSize || lr.end-lr.start > lineReaderInitialSize/2 {
 		return
 	}
 	buf := make([]byte, min(lineReaderInitialSize, lr.max+2))

@@ -188,3 +188,35 @@ func FuzzLineReader(f *testing.F) {
 		}
 	})
 }
+
+// TestLineReader_KeepsModestBuffers checks the buffer policy: a buffer
+// grown for a 64 KiB line is kept for the next one, and one grown past
+// lineReaderKeptSize goes back to the initial size once the line is read.
+func TestLineReader_KeepsModestBuffers(t *testing.T) {
+	mid := strings.Repeat("m", 64<<10)
+	huge := strings.Repeat("h", lineReaderKeptSize+1)
+	lr := newLineReader(strings.NewReader(mid+"\n"+mid+"\n"+huge+"\nsmall\nlast\n"), 1<<20)
+	for i, want := range []struct {
+		line     string
+		bufMost  int // the buffer's size after the line, at most
+		bufLeast int
+	}{
+		{mid, 2 * len(mid), len(mid)},
+		{mid, 2 * len(mid), len(mid)},
+		{huge, 1<<20 + 2, len(huge)},
+		{"small", lineReaderInitialSize, 1}, // shrunk before reading it
+		{"last", lineReaderInitialSize, 1},
+	} {
+		before := len(lr.buf)
+		line, err := lr.readLine()
+		if err != nil || string(line) != want.line {
+			t.Fatalf("line %d: %d bytes, %v", i, len(line), err)
+		}
+		if n := len(lr.buf); n > want.bufMost || n < want.bufLeast {
+			t.Errorf("line %d: buffer of %d bytes (was %d), want %d to %d", i, n, before, want.bufLeast, want.bufMost)
+		}
+		if i == 1 && len(lr.buf) != before {
+			t.Errorf("the buffer of the first 64 KiB line was not kept: %d, then %d", before, len(lr.buf))
+		}
+	}
+}

@@ -544,16 +544,25 @@ func (e *exitError) Unwrap() error { return e.err }
 // send writes m as one line. It fails at once when the process is gone or
 // stopping, and gives up when ctx ends while the pipe is full.
 func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
-	b, err := jsonrpc.Encode(m)
+	bp := lineBuffers.Get().(*[]byte)
+	// Encode's output has no newline (it compacts a message that has one:
+	// in valid JSON a newline can only be whitespace), so the line is one
+	// message.
+	b, err := jsonrpc.AppendEncode((*bp)[:0], m)
 	if err != nil {
+		lineBuffers.Put(bp)
 		return fmt.Errorf("encoding message: %w", err)
 	}
-	// json.Marshal escapes newlines in strings and compacts raw values, so
-	// this cannot happen; a raw newline would split the message in two.
-	if bytes.IndexByte(b, '\n') >= 0 {
-		return errors.New("encoded message contains a newline")
-	}
 	b = append(b, '\n')
+	// The buffer goes back to the pool once nothing can write from it:
+	// after the outcome came, or the line was taken off the queue unsent.
+	reuse := true
+	defer func() {
+		if reuse && cap(b) <= maxPooledLine {
+			*bp = b
+			lineBuffers.Put(bp)
+		}
+	}()
 
 	t.mu.Lock()
 	started := t.started
@@ -576,7 +585,7 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 			t.flush(ctx)
 			continue
 		case <-ctx.Done():
-			t.dequeue(q)
+			reuse = t.dequeue(q) // else a writer may be writing it now
 			return ctx.Err()
 		case <-t.stopCh:
 		case <-t.exited:
@@ -587,6 +596,12 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 		return <-q.done // a writer has it; its outcome comes
 	}
 }
+
+// lineBuffers are the buffers messages to stdio servers are encoded in,
+// reused once written; maxPooledLine bounds the ones kept.
+var lineBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledLine = 256 << 10
 
 // queuedLine is one message waiting to be written to stdin, and how its
 // sender learns the outcome.
@@ -631,14 +646,19 @@ func (t *stdioTransport) flush(ctx context.Context) {
 		<-t.wmu
 		return
 	}
-	buf := t.wbuf[:0]
-	for _, l := range lines {
-		buf = append(buf, l.b...)
-	}
-	if cap(buf) <= maxKeptWriteBuffer {
-		t.wbuf = buf
+	var buf []byte
+	if len(lines) == 1 {
+		buf = lines[0].b // one line: written from its own buffer
 	} else {
-		t.wbuf = nil
+		buf = t.wbuf[:0]
+		for _, l := range lines {
+			buf = append(buf, l.b...)
+		}
+		if cap(buf) <= maxKeptWriteBuffer {
+			t.wbuf = buf
+		} else {
+			t.wbuf = nil
+		}
 	}
 	n, err := t.write(ctx, buf)
 	if err == nil {

@@ -200,7 +200,29 @@ func Encode(m *Message) ([]byte, error) {
 // null when the request's id could not be read, as JSON-RPC 2.0 requires;
 // a notification never does.
 func (m *Message) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 64+len(m.Params)+len(m.Result))
+	return m.appendJSON(make([]byte, 0, 64+len(m.Params)+len(m.Result)))
+}
+
+// AppendEncode is Encode appending to dst, for a caller that reuses its
+// buffers. Unlike Encode's, the bytes are written into dst's array when
+// it has room; on an error dst is returned as it was.
+func AppendEncode(dst []byte, m *Message) ([]byte, error) {
+	b, err := m.appendJSON(dst)
+	if err != nil {
+		return dst, err
+	}
+	out := b[len(dst):]
+	if bytes.IndexByte(out, '\n') < 0 && bytes.IndexByte(out, '\r') < 0 {
+		return b, nil
+	}
+	c, err := Encode(m) // the rare message with a newline: compacted
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, c...), nil
+}
+
+func (m *Message) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"jsonrpc":"2.0"`...)
 	if m.ID.IsValid() || m.IsResponse() {
 		b = append(b, `,"id":`...)

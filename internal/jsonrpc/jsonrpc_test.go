@@ -299,3 +299,28 @@ func FuzzParseReference(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendEncode checks that AppendEncode appends what Encode returns,
+// in the room dst has, the compacted form included.
+func TestAppendEncode(t *testing.T) {
+	for _, m := range []*Message{
+		NewRequest(IntID(7), "tools/call", json.RawMessage(`{"name":"echo","arguments":{"text":"hi"}}`)),
+		NewResult(StringID("a"), json.RawMessage("{\"x\":\n[1, 2]}")),
+		NewErrorResponse(IntID(1), &Error{Code: -32601, Message: "no"}),
+		NewNotification("notifications/initialized", nil),
+	} {
+		want, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]byte, 3, 512)
+		copy(dst, "abc")
+		got, err := AppendEncode(dst, m)
+		if err != nil || string(got) != "abc"+string(want) {
+			t.Errorf("AppendEncode = %q, %v; want abc%s", got, err, want)
+		}
+		if &got[0] != &dst[0] {
+			t.Errorf("AppendEncode did not use dst's room for %s", want)
+		}
+	}
+}

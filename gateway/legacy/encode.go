@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -50,12 +51,36 @@ func resultMessage(id jsonrpc.ID, result json.RawMessage) []byte {
 	if len(result) == 0 {
 		result = json.RawMessage(`{}`)
 	}
-	b := make([]byte, 0, len(result)+len(id.Raw())+40)
+	b := getMessageBuffer(len(result) + len(id.Raw()) + 40)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, idJSON(id)...)
 	b = append(b, `,"result":`...)
 	b = append(b, result...)
 	return append(b, '}')
+}
+
+// messageBuffers are the buffers of results answered and done with
+// (releaseMessage): a large result would otherwise cost a new buffer of
+// its size, zeroed, per call. The pool keeps buffers of at most
+// maxPooledMessage bytes.
+var messageBuffers sync.Pool // of *[]byte
+
+const maxPooledMessage = 256 << 10
+
+// getMessageBuffer returns an empty buffer with room for n bytes.
+func getMessageBuffer(n int) []byte {
+	if bp, _ := messageBuffers.Get().(*[]byte); bp != nil && cap(*bp) >= n {
+		return (*bp)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// releaseMessage gives b, a message from resultMessage that nothing holds
+// any more (written, or copied into a stream's event), back for reuse.
+func releaseMessage(b []byte) {
+	if c := cap(b); c >= 1<<10 && c <= maxPooledMessage {
+		messageBuffers.Put(&b)
+	}
 }
 
 // errorMessage returns an error response. A zero id is written as null, as

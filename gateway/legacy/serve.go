@@ -156,7 +156,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		tooLarge()
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBodyBytes(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			tooLarge()
@@ -166,6 +166,21 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		return nil, false
 	}
 	return body, true
+}
+
+// readBodyBytes reads a request body to its end. With its length known
+// (n >= 0, within the limit) it reads into one buffer of that size, which
+// net/http's body ends at: io.ReadAll would grow a buffer from 512 bytes,
+// allocating about four times a large body's size.
+func readBodyBytes(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 {
+		return io.ReadAll(r)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // initialize starts a session: it negotiates the version (the client's if
@@ -484,6 +499,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 			startSSE(w)
 		}
 	}
+	releaseMessage(msg) // written, or copied into the stream's event
 	h.calls.Done()
 	if done != nil {
 		<-done

@@ -147,6 +147,7 @@ func (h *Handler) appendLocked(st *stream, msg []byte) {
 		}
 	}
 	var b bytes.Buffer
+	b.Grow(len(msg) + 64) // the id and the field names; more if msg has newlines
 	if err := sse.Write(&b, sse.Event{ID: formatEventID(st.num, st.lastSeq), HasID: true, Data: msg}); err != nil {
 		h.logger.Error("dropping an event that cannot be written as SSE", "err", err)
 		return

@@ -254,6 +254,8 @@ func (t *stdioTransport) start(ctx context.Context, recv func(m *jsonrpc.Message
 		closeAll()
 		return t.failStart(err)
 	}
+	growPipe(inW)
+	growPipe(outR)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := cmd.Start(); err != nil {
 		closeAll()

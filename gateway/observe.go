@@ -40,12 +40,10 @@ type instruments struct {
 	tracer    trace.Tracer
 	tracing   bool // false: tracer is the no-op one, spans are skipped
 	duration  metric.Float64Histogram
-	inFlight  metric.Int64UpDownCounter
+	inFlight  *telemetry.InFlight[string] // by method label
 	rejected  metric.Int64Counter
 	denied    metric.Int64Counter
 	available bool // false: the instruments could not be made; metrics are off
-	// methods are the attribute sets of the method labels (read-only).
-	methods map[string]*telemetry.Labels
 	// durations are the attribute sets of the duration histogram.
 	durations *telemetry.Sets[durationLabels]
 }
@@ -99,7 +97,8 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 		metric.WithUnit("s"),
 		metric.WithDescription("Duration of the MCP requests the gateway answered, from receipt to answer, by method, server, tool and outcome."),
 		metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets...))
-	in.inFlight, err2 = meter.Int64UpDownCounter("mcpgw.requests.in_flight",
+	in.inFlight = new(telemetry.InFlight[string])
+	err2 = in.inFlight.Register(meter, "mcpgw.requests.in_flight",
 		metric.WithUnit("{request}"),
 		metric.WithDescription("MCP requests the gateway is answering now, by method."))
 	if err := errors.Join(err1, err2); err != nil {
@@ -107,19 +106,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 	}
 	in.available = true
 	in.durations = new(telemetry.Sets[durationLabels])
-	in.methods = map[string]*telemetry.Labels{}
-	for _, m := range append(telemetry.Methods(), telemetry.OtherMethod) {
-		in.methods[m] = telemetry.NewLabels(telemetry.MethodName.String(m))
-	}
 	return in, nil
-}
-
-// methodSet returns the Labels of a method label, made once.
-func (in *instruments) methodSet(method string) *telemetry.Labels {
-	if o, ok := in.methods[method]; ok {
-		return o
-	}
-	return telemetry.NewLabels(telemetry.MethodName.String(method))
 }
 
 // Observe runs fn as the answer to req under the request's server span
@@ -140,9 +127,12 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 		ctx, span = s.ins.tracer.Start(ctx, req.Method, spanKindServer...)
 		defer span.End()
 	}
-	inFlight := s.ins.methodSet(method)
+	var inFlight *telemetry.Count
 	if s.ins.available {
-		s.ins.inFlight.Add(ctx, 1, inFlight.Add...)
+		inFlight = s.ins.inFlight.Get(method, func() []attribute.KeyValue {
+			return []attribute.KeyValue{telemetry.MethodName.String(method)}
+		})
+		inFlight.Add(1)
 	}
 	start := time.Now()
 
@@ -158,7 +148,7 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 		s.annotate(span, req, labels.attrs(), err, errType)
 	}
 	if s.ins.available {
-		s.ins.inFlight.Add(ctx, -1, inFlight.Add...)
+		inFlight.Add(-1)
 		s.ins.duration.Record(ctx, elapsed, s.ins.durations.Get(labels, labels.attrs).Record...)
 		if code, _ := errorCode(err); code == CodeForbidden {
 			s.ins.denied.Add(ctx, 1, aclReason.Add...)

@@ -337,6 +337,7 @@ func New(opts Options) (*Server, error) {
 // waits for the core's background calls.
 func (s *Server) Close() {
 	s.stopWatch()
+	s.ins.inFlight.Unregister()
 	s.events.close()
 	s.mu.Lock()
 	s.closed = true

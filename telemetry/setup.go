@@ -14,6 +14,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -129,7 +130,14 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: creating the Prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(exp), sdkmetric.WithResource(res)}
+	if !t.Exporting && env("OTEL_METRICS_EXEMPLAR_FILTER") == "" {
+		// Without exported traces no measurement has a sampled span to
+		// link to, so the default trace_based filter only costs its check
+		// on every measurement.
+		mpOpts = append(mpOpts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+	}
+	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	t.MeterProvider = mp
 	t.shutdown = append(t.shutdown, mp.Shutdown)
 	t.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

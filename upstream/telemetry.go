@@ -45,15 +45,13 @@ type instruments struct {
 	tracer   trace.Tracer
 	tracing  bool // false: tracer is the no-op one, spans are skipped
 	duration metric.Float64Histogram
-	inFlight metric.Int64UpDownCounter
+	inFlight *telemetry.InFlight[string] // by server
 	state    metric.Int64ObservableGauge
 	restarts metric.Int64ObservableCounter
 	// reg is the registration of the observable instruments' callback,
 	// unregistered by Close; nil when it failed.
 	reg metric.Registration
-	// servers and durations are the attribute sets of the in-flight
-	// counter and the duration histogram.
-	servers   *telemetry.Sets[string]
+	// durations are the attribute sets of the duration histogram.
 	durations *telemetry.Sets[callLabels]
 }
 
@@ -88,13 +86,14 @@ func (m *Manager) newInstruments() instruments {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(telemetry.ScopeName)
-	in := instruments{tracer: tp.Tracer(telemetry.ScopeName), tracing: telemetry.Tracing(tp), servers: new(telemetry.Sets[string]), durations: new(telemetry.Sets[callLabels])}
+	in := instruments{tracer: tp.Tracer(telemetry.ScopeName), tracing: telemetry.Tracing(tp), durations: new(telemetry.Sets[callLabels])}
 	var errs [5]error
 	in.duration, errs[0] = meter.Float64Histogram("mcp.client.operation.duration",
 		metric.WithUnit("s"),
 		metric.WithDescription("The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received."),
 		metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets...))
-	in.inFlight, errs[1] = meter.Int64UpDownCounter("mcpgw.upstream.calls.in_flight",
+	in.inFlight = new(telemetry.InFlight[string])
+	errs[1] = in.inFlight.Register(meter, "mcpgw.upstream.calls.in_flight",
 		metric.WithUnit("{call}"),
 		metric.WithDescription("Calls to upstream servers waiting for their answer now, by server."))
 	in.state, errs[2] = meter.Int64ObservableGauge("mcpgw.upstream.state",
@@ -104,9 +103,6 @@ func (m *Manager) newInstruments() instruments {
 		metric.WithDescription("Restarts of each upstream server since the gateway started."))
 	if errs[0] != nil {
 		in.duration = noopmetric.Float64Histogram{}
-	}
-	if errs[1] != nil {
-		in.inFlight = noopmetric.Int64UpDownCounter{}
 	}
 	if errs[2] == nil && errs[3] == nil {
 		state, restarts := in.state, in.restarts
@@ -147,6 +143,7 @@ func (in *instruments) unregister() {
 	if in.reg != nil {
 		in.reg.Unregister()
 	}
+	in.inFlight.Unregister()
 }
 
 // upstreamCall is the telemetry of one call under way: its span and what
@@ -159,7 +156,7 @@ type upstreamCall struct {
 	tool   string // the tool of a tools/call, "" otherwise
 	server attribute.KeyValue
 	// inFlight is the server's attribute set, made once for both Adds.
-	inFlight *telemetry.Labels
+	inFlight *telemetry.Count
 }
 
 // startCall starts the client span of a call of method with params to c,
@@ -209,8 +206,8 @@ func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method str
 		}
 		uc.span.SetAttributes(attrs...)
 	}
-	uc.inFlight = m.ins.servers.Get(e.cfg.Name, func() []attribute.KeyValue { return []attribute.KeyValue{server} })
-	m.ins.inFlight.Add(ctx, 1, uc.inFlight.Add...)
+	uc.inFlight = m.ins.inFlight.Get(e.cfg.Name, func() []attribute.KeyValue { return []attribute.KeyValue{server} })
+	uc.inFlight.Add(1)
 	uc.start = time.Now()
 	return ctx, uc
 }
@@ -234,7 +231,7 @@ func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error)
 	}
 	uc.span.End()
 	m := uc.m
-	m.ins.inFlight.Add(ctx, -1, uc.inFlight.Add...)
+	uc.inFlight.Add(-1)
 	m.ins.duration.Record(ctx, elapsed, m.ins.durations.Get(labels, labels.attrs).Record...)
 }
 

@@ -26,14 +26,13 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if !s.acl.allows(req.Principal, req.Groups, kindTool, ref.Server, name) {
 		return nil, forbidden(kindTool, name, ref.Server)
 	}
-	params, err := setString(req.Params, "name", ref.Name)
-	if err != nil {
-		return nil, err
-	}
-	if res, err, handled := s.taskCall(ctx, req, ref, params); handled {
+	// The upstream's own name, set in the copy that forward makes anyway.
+	var buf [64]byte
+	rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(buf[:0], ref.Name)}
+	if res, err, handled := s.taskCall(ctx, req, ref, req.Params, rename); handled {
 		return res, err
 	}
-	body, err := s.forward(ctx, req, ref.Server, "tools/call", params)
+	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, rename)
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +55,9 @@ func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) 
 	if !s.acl.allows(req.Principal, req.Groups, kindPrompt, ref.Server, name) {
 		return nil, forbidden(kindPrompt, name, ref.Server)
 	}
-	params, err := setString(req.Params, "name", ref.Name)
-	if err != nil {
-		return nil, err
-	}
-	body, err := s.forward(ctx, req, ref.Server, "prompts/get", params)
+	var buf [64]byte
+	rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(buf[:0], ref.Name)}
+	body, err := s.forward(ctx, req, ref.Server, "prompts/get", req.Params, rename)
 	if err != nil {
 		return nil, err
 	}

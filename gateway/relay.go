@@ -130,25 +130,44 @@ func (r *relay) mint(kind string) string {
 	return "mcpgw-" + kind + "-" + strconv.FormatUint(r.next.Add(1), 10)
 }
 
-// withProgress replaces the client's progress token in params with one of
-// ours and returns the new params and a func that forgets the token.
-func (r *relay) withProgress(params json.RawMessage, notify func(string, json.RawMessage)) (json.RawMessage, func()) {
-	meta, ok, _ := rawjson.Get(params, "_meta")
-	if !ok {
-		return params, func() {}
+// withProgress returns params with edits made and, when the client sent
+// a progress token and there is someone to notify, with the token replaced
+// by one of ours, all in one copy; and a func that forgets the token.
+// Params that are not an object are an invalidParams error.
+func (r *relay) withProgress(params json.RawMessage, notify func(string, json.RawMessage), edits ...rawjson.Edit) (json.RawMessage, func(), error) {
+	var token json.RawMessage
+	if notify != nil {
+		if meta, ok, _ := rawjson.Get(params, "_meta"); ok {
+			token, _, _ = rawjson.Get(meta, "progressToken")
+		}
 	}
-	token, ok, _ := rawjson.Get(meta, "progressToken")
-	if !ok || notify == nil {
-		return params, func() {}
+	// The edits live on this stack (no append: a slice it might grow
+	// would take them, and the callers' buffers, to the heap).
+	var (
+		all  [4]rawjson.Edit
+		in   [1]rawjson.Edit
+		buf  [40]byte
+		ours string
+	)
+	if len(edits) >= len(all) {
+		panic("gateway: withProgress takes at most 3 edits")
 	}
-	ours := r.mint("p")
-	meta2, err := rawjson.Set(meta, "progressToken", rawjson.AppendString(nil, ours))
+	n := len(edits)
+	for i, e := range edits { // not copy, which escape analysis takes as leaking them
+		all[i] = e
+	}
+	if token != nil {
+		ours = r.mint("p")
+		in[0] = rawjson.Edit{Key: "progressToken", Val: rawjson.AppendString(buf[:0], ours)}
+		all[n] = rawjson.Edit{Key: "_meta", In: in[:]}
+		n++
+	}
+	out, err := rawjson.Apply(params, all[:n]...)
 	if err != nil {
-		return params, func() {}
+		return nil, noForget, invalidParams("params must be a JSON object")
 	}
-	out, err := rawjson.Set(params, "_meta", meta2)
-	if err != nil {
-		return params, func() {}
+	if token == nil {
+		return out, noForget, nil
 	}
 	r.mu.Lock()
 	r.progress[ours] = &progressRoute{token: append(json.RawMessage(nil), token...), notify: notify}
@@ -157,8 +176,10 @@ func (r *relay) withProgress(params json.RawMessage, notify func(string, json.Ra
 		r.mu.Lock()
 		delete(r.progress, ours)
 		r.mu.Unlock()
-	}
+	}, nil
 }
+
+func noForget() {}
 
 // deliverProgress sends a server's notifications/progress to the call
 // whose token it carries, under the client's own token. It reports

@@ -344,3 +344,60 @@ func TestEventStore_Bounded(t *testing.T) {
 		t.Error("a copy of an evicted event was folded")
 	}
 }
+
+// TestWithProgress checks the one copy of a call's params the core makes:
+// the rename and our progress token set together, the client's token
+// kept for the route (and forgotten), and the cases left alone.
+func TestWithProgress(t *testing.T) {
+	notify := func(string, json.RawMessage) {}
+	rename := rawjson.Edit{Key: "name", Val: json.RawMessage(`"read"`)}
+	tests := []struct {
+		name, params string
+		notify       func(string, json.RawMessage)
+		edits        []rawjson.Edit
+		want         string // with mcpgw-p-N written as TOKEN
+		route        string // the client's token kept, "" for none
+		err          bool
+	}{
+		{"rename and token", `{"name":"mcp__s__read","_meta":{"progressToken":"c-1"}}`, notify, []rawjson.Edit{rename},
+			`{"name":"read","_meta":{"progressToken":"TOKEN"}}`, `"c-1"`, false},
+		{"token alone", `{"_meta":{"progressToken":7,"x":1}}`, notify, nil, `{"_meta":{"progressToken":"TOKEN","x":1}}`, `7`, false},
+		{"rename alone", `{"name":"mcp__s__read","arguments":{}}`, notify, []rawjson.Edit{rename}, `{"name":"read","arguments":{}}`, "", false},
+		{"nobody to notify: token kept", `{"_meta":{"progressToken":"c"}}`, nil, nil, `{"_meta":{"progressToken":"c"}}`, "", false},
+		{"not an object", `[1]`, notify, []rawjson.Edit{rename}, ``, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r relay
+			r.init()
+			out, forget, err := r.withProgress(json.RawMessage(tt.params), tt.notify, tt.edits...)
+			if tt.err {
+				if err == nil {
+					t.Fatalf("withProgress = %s, want an error", out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ours string
+			for k := range r.progress {
+				ours = k
+			}
+			if got := string(out); got != strings.ReplaceAll(tt.want, "TOKEN", ours) {
+				t.Errorf("params %s, want %s (token %q)", got, tt.want, ours)
+			}
+			if tt.route == "" {
+				if len(r.progress) != 0 {
+					t.Errorf("routes %v, want none", r.progress)
+				}
+			} else if len(r.progress) != 1 || string(r.progress[ours].token) != tt.route {
+				t.Errorf("route for %q: %+v, want the client's %s", ours, r.progress[ours], tt.route)
+			}
+			forget()
+			if len(r.progress) != 0 {
+				t.Errorf("forget left %d routes", len(r.progress))
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/naming"
 	"github.com/mcpgw/mcpgw/store"
@@ -663,8 +664,11 @@ func (s *Server) timeout(server string) time.Duration {
 // replaced by one of ours, and the server's requests during the call
 // (elicitation, sampling, roots) go to the client through req.Input, with
 // the call's timeout paused while the client answers.
-func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage) (json.RawMessage, error) {
-	params, forget := s.relay.withProgress(params, req.Notify)
+func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, edits ...rawjson.Edit) (json.RawMessage, error) {
+	params, forget, err := s.relay.withProgress(params, req.Notify, edits...)
+	if err != nil {
+		return nil, err
+	}
 	defer forget()
 	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0)
 }

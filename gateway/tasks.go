@@ -323,10 +323,17 @@ func (s *Server) gatewayTaskFor(server, caller, upstreamID string) (string, bool
 
 // taskCall decides how a tools/call is served: normally, as a relayed
 // task, by block and poll, or as a hosted task.
-func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error, bool) {
+func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage, edits ...rawjson.Edit) (*Result, error, bool) {
 	cat := s.cat.Load()
 	support := cat.taskSupport[ref]
 	_, asked, _ := rawjson.Get(params, "task")
+	if !asked && support != "required" {
+		return nil, nil, false
+	}
+	params, err := rawjson.Apply(params, edits...)
+	if err != nil {
+		return nil, invalidParams("params must be a JSON object"), true
+	}
 	if asked && req.Client.ProtocolVersion != "" && req.Client.ProtocolVersion < "2025-11-25" {
 		// A revision without tasks: the field means nothing (the spec's
 		// rule for receivers without the capability).
@@ -355,7 +362,10 @@ func ptrServer(sc config.Server) *config.Server { return &sc }
 // gateway id.
 func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
 	callerKey, who := s.callerKey(ref.Server, req)
-	params, forget := s.relay.withProgress(params, req.SessionNotify)
+	params, forget, err := s.relay.withProgress(params, req.SessionNotify)
+	if err != nil {
+		return nil, err
+	}
 	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0)
 	if err != nil {
 		forget()
@@ -724,7 +734,10 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	if err != nil {
 		return nil, invalidParams("tools/call params must be a JSON object")
 	}
-	params, forget := s.relay.withProgress(params, req.Notify)
+	params, forget, err := s.relay.withProgress(params, req.Notify)
+	if err != nil {
+		return nil, err
+	}
 	defer forget()
 	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0)
 	if err != nil {

@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // ErrNotObject is returned when the input is not a JSON object.
@@ -280,13 +282,123 @@ func Set(obj []byte, key string, val json.RawMessage) ([]byte, error) {
 	return append(out, obj[end:]...), nil
 }
 
+// Edit is a change Apply makes to the member Key of an object: with In,
+// the edits In are applied to its value if that is an object (an absent
+// member, or one of another type, is left alone); else it is set to Val,
+// every duplicate of it, or appended when absent. Val must be valid JSON.
+type Edit struct {
+	Key string
+	Val json.RawMessage
+	In  []Edit
+}
+
+// Apply returns a copy of obj with edits made, in one pass over obj and
+// one buffer: what a chain of Set calls does with a copy each. With no
+// edits it returns obj itself. obj is trusted to be valid JSON (see scan).
+func Apply(obj []byte, edits ...Edit) ([]byte, error) {
+	if len(edits) == 0 {
+		return obj, nil
+	}
+	if err := validEdits(edits); err != nil {
+		return nil, err
+	}
+	return appendApply(make([]byte, 0, len(obj)+editsLen(edits)), obj, edits)
+}
+
+func validEdits(edits []Edit) error {
+	for _, e := range edits {
+		if e.In != nil {
+			if err := validEdits(e.In); err != nil {
+				return err
+			}
+		} else if !Valid(e.Val) {
+			// Not fmt: e's strings would escape, and with them every
+			// caller's stack buffer of edits.
+			return errors.New("value for " + strconv.Quote(e.Key) + " is not valid JSON")
+		}
+	}
+	return nil
+}
+
+// editsLen is about what edits add to an object, for the buffer's size.
+func editsLen(edits []Edit) int {
+	n := 0
+	for _, e := range edits {
+		n += len(e.Key) + len(e.Val) + 4 + editsLen(e.In)
+	}
+	return n
+}
+
+// appendApply appends obj with edits made to dst.
+func appendApply(dst, obj []byte, edits []Edit) ([]byte, error) {
+	var foundArr [8]bool
+	found := foundArr[:0]
+	if len(edits) > len(foundArr) {
+		found = make([]bool, len(edits))
+	} else {
+		found = foundArr[:len(edits)]
+	}
+	last, n := 0, 0
+	err := scan(obj, func(keyTok []byte, _, valStart, valEnd int) (bool, error) {
+		n++
+		for i, e := range edits {
+			if !keyIs(keyTok, e.Key) {
+				continue
+			}
+			found[i] = true
+			if e.In == nil {
+				dst = append(dst, obj[last:valStart]...)
+				dst = append(dst, e.Val...)
+				last = valEnd
+			} else if val := obj[valStart:valEnd]; val[0] == '{' {
+				dst = append(dst, obj[last:valStart]...)
+				var err error
+				if dst, err = appendApply(dst, val, e.In); err != nil {
+					return false, err
+				}
+				last = valEnd
+			}
+			break // the first edit of a key applies
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	missing := false
+	for i, e := range edits {
+		missing = missing || (!found[i] && e.In == nil)
+	}
+	if !missing {
+		return append(dst, obj[last:]...), nil
+	}
+	end := bytes.LastIndexByte(obj, '}')
+	if end < last {
+		return nil, errSyntax
+	}
+	dst = append(dst, bytes.TrimRight(obj[last:end], " \t\r\n")...)
+	for i, e := range edits {
+		if found[i] || e.In != nil {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = AppendString(dst, e.Key)
+		dst = append(dst, ':')
+		dst = append(dst, e.Val...)
+	}
+	return append(dst, obj[end:]...), nil
+}
+
 // AppendString appends s to dst as a JSON string, escaped as
 // encoding/json escapes it (HTML characters included), without
 // allocating for the common string of printable ASCII.
 func AppendString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
+			q, _ := json.Marshal(strings.Clone(s)) // a copy: s itself does not escape
 			return append(dst, q...)
 		}
 	}

@@ -210,3 +210,111 @@ func TestSetAllocations(t *testing.T) {
 		t.Errorf("Set allocates %v times, want 1 (the copy)", n)
 	}
 }
+
+func TestApply(t *testing.T) {
+	name := Edit{Key: "name", Val: json.RawMessage(`"read"`)}
+	token := Edit{Key: "_meta", In: []Edit{{Key: "progressToken", Val: json.RawMessage(`"mcpgw-p-1"`)}}}
+	tests := []struct {
+		name, in string
+		edits    []Edit
+		want     string
+	}{
+		{"both", `{"name":"mcp__files__read","arguments":{"a":1},"_meta":{"progressToken":7}}`, []Edit{name, token},
+			`{"name":"read","arguments":{"a":1},"_meta":{"progressToken":"mcpgw-p-1"}}`},
+		{"order and spaces kept", `{ "_meta" : { "x":1, "progressToken" : "c" } , "name" : "n" }`, []Edit{name, token},
+			`{ "_meta" : { "x":1, "progressToken" : "mcpgw-p-1" } , "name" : "read" }`},
+		{"no _meta: left alone", `{"name":"n"}`, []Edit{name, token}, `{"name":"read"}`},
+		{"_meta not an object", `{"name":"n","_meta":[1]}`, []Edit{name, token}, `{"name":"read","_meta":[1]}`},
+		{"_meta without a token: appended in it", `{"_meta":{"x":1},"name":"n"}`, []Edit{token, name}, `{"_meta":{"x":1,"progressToken":"mcpgw-p-1"},"name":"read"}`},
+		{"absent name appended", `{"a":1}`, []Edit{name}, `{"a":1,"name":"read"}`},
+		{"absent in an empty object", ` { } `, []Edit{name}, ` {"name":"read"} `},
+		{"duplicates all set", `{"name":"a","name":"b"}`, []Edit{name}, `{"name":"read","name":"read"}`},
+		{"escaped key", `{"n\u0061me":"x"}`, []Edit{name}, `{"n\u0061me":"read"}`},
+		{"no edits: the same bytes", `{"a" : 1}`, nil, `{"a" : 1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Apply([]byte(tt.in), tt.edits...)
+			if err != nil || string(got) != tt.want {
+				t.Errorf("Apply = %s, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{`[1]`, `{"a":1`, ``} {
+		if _, err := Apply([]byte(bad), name); err == nil {
+			t.Errorf("Apply(%q): no error", bad)
+		}
+	}
+	if _, err := Apply([]byte(`{}`), Edit{Key: "a", Val: json.RawMessage(`{`)}); err == nil {
+		t.Error("Apply took an invalid value")
+	}
+	obj := []byte(`{"name":"mcp__files__read","arguments":{"path":"/srv/x"},"_meta":{"progressToken":"p-17"}}`)
+	if n := testing.AllocsPerRun(100, func() { Apply(obj, name, token) }); n != 1 {
+		t.Errorf("Apply allocates %v times, want 1 (the copy)", n)
+	}
+}
+
+// FuzzApply checks Apply against what encoding/json reads: the edited
+// members have their new values, the nested one only where _meta is an
+// object, and every other member is as it was.
+func FuzzApply(f *testing.F) {
+	f.Add([]byte(`{"name":"a","_meta":{"progressToken":1,"x":[1]},"b":null}`))
+	f.Add([]byte(`{"_meta":"s"}`))
+	f.Add([]byte(` { } `))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		edits := []Edit{{Key: "name", Val: json.RawMessage(`"n"`)}, {Key: "_meta", In: []Edit{{Key: "progressToken", Val: json.RawMessage(`"t"`)}}}}
+		out, err := Apply(obj, edits...) // must not panic
+		var in map[string]json.RawMessage
+		if json.Unmarshal(obj, &in) != nil {
+			return // not an object: garbage in, garbage out
+		}
+		if err != nil {
+			t.Fatalf("Apply(%q): %v", obj, err)
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("Apply(%q) = %q, not JSON: %v", obj, out, err)
+		}
+		if string(got["name"]) != `"n"` {
+			t.Fatalf("name not set: %q", out)
+		}
+		for k, v := range in {
+			switch k {
+			case "name":
+			case "_meta":
+				var inMeta, gotMeta map[string]any
+				if json.Unmarshal(v, &inMeta) != nil || inMeta == nil {
+					if !jsonEqual(v, got[k]) {
+						t.Fatalf("a _meta that is not an object changed: %q -> %q", v, got[k])
+					}
+					continue
+				}
+				if err := json.Unmarshal(got[k], &gotMeta); err != nil || gotMeta["progressToken"] != "t" {
+					t.Fatalf("progressToken not set in %q", got[k])
+				}
+				delete(inMeta, "progressToken")
+				delete(gotMeta, "progressToken")
+				if !jsonEqual(mustMarshal(inMeta), mustMarshal(gotMeta)) {
+					t.Fatalf("other _meta members changed: %v -> %v", inMeta, gotMeta)
+				}
+			default:
+				if !jsonEqual(v, got[k]) {
+					t.Fatalf("member %q changed: %q -> %q", k, v, got[k])
+				}
+			}
+		}
+	})
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return string(mustMarshal(x)) == string(mustMarshal(y))
+}
+
+func mustMarshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

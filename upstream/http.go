@@ -395,8 +395,15 @@ func exchange(ctx, life context.Context) (rctx context.Context, detach, cancel f
 	return rctx, detach, cancel
 }
 
+// mediaType returns the response's media type, lower case, without
+// parameters.
 func mediaType(resp *http.Response) string {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := resp.Header.Get("Content-Type")
+	switch ct { // what servers send, without a map per response
+	case "text/event-stream", "application/json":
+		return ct
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
 	return strings.ToLower(mt)
 }
 

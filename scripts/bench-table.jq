@@ -1,6 +1,8 @@
 # Turns the JSON lines of scripts/bench.sh (slurped: jq -rs) into the
 # BENCHMARKS.md table: each case through mcpgw beside its direct run, and
-# the ratios to direct measured in the same run.
+# the ratios to direct measured in the same run; then mcpgw's CPU per
+# small call as a multiple of the floor's (a bare net/http echo server) at
+# the same session count, beside issue 10's targets in the same unit.
 def r(x): if x == null then "–" else ((x * 10 | round) / 10 | tostring) end;
 def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b * 100 | round) / 100 | tostring) + "×" end;
 group_by(.case) as $cases
@@ -9,7 +11,15 @@ group_by(.case) as $cases
   ($cases[] | (map(select(.via == "direct")) | first) as $d
    | .[] | select(.idle == null)
    | (if .via == "direct" then (.watched.cpu_us_per_req // null) else .watched.cpu_us_per_req end) as $cpu
-   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" then ratio(.rps; $d.rps) else "1×" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if .via == "mcpgw" and $d != null then r(.latency_us.p50 - $d.latency_us.p50) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
+   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" then ratio(.rps; $d.rps) elif .via == "direct" then "1×" else "–" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if .via == "mcpgw" and $d != null then r(.latency_us.p50 - $d.latency_us.p50) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
   "",
   ($cases[] | .[] | select(.idle != null)
-   | "Idle: \(.sessions) sessions held open with their GET streams: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (opened in \(r(.idle.open_s)) s, \(.errors) errors).")
+   | "Idle: \(.sessions) sessions held open with their GET streams: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (opened in \(r(.idle.open_s)) s, \(.errors) errors)."),
+  "",
+  ((map(select(.via == "floor")) | map({key: (.sessions | tostring), value: .watched.cpu_us_per_req}) | from_entries) as $floor
+   | if ($floor | length) == 0 then empty else
+     "CPU per small call as a multiple of the floor's (\($floor | to_entries | map("\(.value | r(.)) µs at \(.key)") | join(", "))); the targets are 35 and 60 µs over a 24 µs floor, 1.46× (stdio) and 2.5× (HTTP):",
+     "",
+     (.[] | select(.via == "mcpgw" and (.case | test("^echo (stdio|http), [0-9]+ sessions$"))) | select($floor[.sessions | tostring] != null)
+      | "- \(.case): \(r(.watched.cpu_us_per_req)) µs, \(ratio(.watched.cpu_us_per_req; $floor[.sessions | tostring]))")
+     end)

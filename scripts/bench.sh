@@ -36,7 +36,7 @@ echo "building into $bin" >&2
 # cgo, stripped): that is what runs in production, and without cgo it does
 # not map libc (about 1.7 MiB of RSS).
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
-go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver
+go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver ./e2e/fixtures/floorserver
 
 server_cpu=() load_cpu=()
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
@@ -94,6 +94,20 @@ run() {
   [ -n "$rep" ] || { echo "    no report" >&2; return; }
   jq -c --arg case "$label" --arg via "$via" '. + {case: $case, via: $via}' <<<"$rep" >>"$OUT"
 }
+
+echo "the floor: a bare net/http + encoding/json echo server" >&2
+# Issue 10's CPU targets are stated against this floor ("about 24 us per
+# request on this machine"); measured in the same run, it says how fast
+# the machine is today, and the table's last lines divide by it.
+port=$(free_port)
+"${server_cpu[@]}" "$bin/floorserver" -http "127.0.0.1:$port" 2>/dev/null &
+floor_pid=$!
+pids+=("$floor_pid")
+wait_port "$port"
+for s in $SESSIONS; do
+  run "floor echo, $s sessions" floor -url "http://127.0.0.1:$port/mcp" -sessions "$s" -tool echo -watch "$floor_pid"
+done
+stop "$floor_pid"
 
 echo "echo over stdio" >&2
 for s in $SESSIONS; do

@@ -20,8 +20,9 @@ import (
 // small goroutines of ours write the stream (pump, through a connSink)
 // and notice the client leaving (watch). The bytes on the wire are what
 // net/http would have written, chunked, plus Connection: close, since
-// the connection is not given back after the stream. HTTP/2 and writers
-// that cannot be hijacked (tests' recorders) keep the response.
+// the connection is not given back after the stream. HTTP/2, HTTP/1.0
+// and writers that cannot be hijacked (tests' recorders) keep the
+// response.
 
 // sink is where pump writes a stream's bytes.
 type sink interface {
@@ -125,7 +126,8 @@ func sseHead(w http.ResponseWriter) []byte {
 // the response, returning when the stream is over.
 func (h *Handler) serveStream(c echo.Context, s *session, st *stream, att *attachment, cursor uint64) {
 	r, w := c.Request(), c.Response()
-	if r.ProtoMajor == 1 {
+	// HTTP/1.1 only: an HTTP/1.0 client knows no chunked encoding.
+	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		head := sseHead(w)
 		if conn, ok := h.takeOver(w); ok {
 			h.pumpConn(conn, head, s, st, att, cursor)

@@ -22,13 +22,18 @@ import (
 // returns the connection and the response read from it.
 func rawGet(t *testing.T, e *env, sid string) (net.Conn, *http.Response) {
 	t.Helper()
+	return rawGetProto(t, e, sid, "HTTP/1.1")
+}
+
+func rawGetProto(t *testing.T, e *env, sid, proto string) (net.Conn, *http.Response) {
+	t.Helper()
 	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "GET /mcp HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n%s: %s\r\n%s: %s\r\n\r\n",
-		e.srv.Listener.Addr(), HeaderSessionID, sid, HeaderProtocolVersion, V20251125)
+	fmt.Fprintf(conn, "GET /mcp %s\r\nHost: %s\r\nAccept: text/event-stream\r\n%s: %s\r\n%s: %s\r\n\r\n",
+		proto, e.srv.Listener.Addr(), HeaderSessionID, sid, HeaderProtocolVersion, V20251125)
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -153,5 +158,25 @@ func TestGetStreamNoTakeover(t *testing.T) {
 	<-done
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "text/event-stream" || rec.Header().Get("Connection") != "" || !strings.HasPrefix(rec.Body.String(), "id: ") {
 		t.Errorf("recorded %d %v %q", rec.Code, rec.Header(), rec.Body.String())
+	}
+}
+
+// TestGetStreamHTTP10 checks that an HTTP/1.0 GET keeps net/http's
+// response, which is not chunked: HTTP/1.0 has no chunked encoding.
+func TestGetStreamHTTP10(t *testing.T) {
+	e := newEnv(t, Options{})
+	sid := e.initialize(V20251125)
+	_, resp := rawGetProto(t, e, sid, "HTTP/1.0")
+	if resp.StatusCode != http.StatusOK || len(resp.TransferEncoding) != 0 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("response %d %v, transfer encoding %v", resp.StatusCode, resp.Header, resp.TransferEncoding)
+	}
+	if ev, err := sse.NewReader(resp.Body, 1<<20).Next(); err != nil || !ev.HasID {
+		t.Fatalf("priming event: %+v, %v", ev, err)
+	}
+	e.h.mu.Lock()
+	n := len(e.h.taken)
+	e.h.mu.Unlock()
+	if n != 0 {
+		t.Errorf("an HTTP/1.0 stream took its connection over")
 	}
 }

@@ -95,19 +95,27 @@ run() {
   jq -c --arg case "$label" --arg via "$via" '. + {case: $case, via: $via}' <<<"$rep" >>"$OUT"
 }
 
+# start_http_server BIN: runs BIN -http on a free port on the servers'
+# CPU and sets srv_pid and srv_url once it accepts connections.
+start_http_server() {
+  local port
+  port=$(free_port)
+  "${server_cpu[@]}" "$1" -http "127.0.0.1:$port" 2>/dev/null &
+  srv_pid=$!
+  pids+=("$srv_pid")
+  srv_url=http://127.0.0.1:$port/mcp
+  wait_port "$port"
+}
+
 echo "the floor: a bare net/http + encoding/json echo server" >&2
 # Issue 10's CPU targets are stated against this floor ("about 24 us per
 # request on this machine"); measured in the same run, it says how fast
 # the machine is today, and the table's last lines divide by it.
-port=$(free_port)
-"${server_cpu[@]}" "$bin/floorserver" -http "127.0.0.1:$port" 2>/dev/null &
-floor_pid=$!
-pids+=("$floor_pid")
-wait_port "$port"
+start_http_server "$bin/floorserver"
 for s in $SESSIONS; do
-  run "floor echo, $s sessions" floor -url "http://127.0.0.1:$port/mcp" -sessions "$s" -tool echo -watch "$floor_pid"
+  run "floor echo, $s sessions" floor -url "$srv_url" -sessions "$s" -tool echo -watch "$srv_pid"
 done
-stop "$floor_pid"
+stop "$srv_pid"
 
 echo "echo over stdio" >&2
 for s in $SESSIONS; do
@@ -122,20 +130,16 @@ stop "$gw_pid"
 run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
 
 echo "echo over HTTP" >&2
-port=$(free_port)
-"${server_cpu[@]}" "$bin/demo-server" -http "127.0.0.1:$port" 2>/dev/null &
-demo_pid=$!
-pids+=("$demo_pid")
-wait_port "$port"
+start_http_server "$bin/demo-server"
 for s in $SESSIONS; do
-  run "echo http, $s sessions" direct -url "http://127.0.0.1:$port/mcp" -sessions "$s" -tool echo -watch "$demo_pid"
+  run "echo http, $s sessions" direct -url "$srv_url" -sessions "$s" -tool echo -watch "$srv_pid"
 done
-start_gateway "  - {name: demo, transport: http, url: http://127.0.0.1:$port/mcp}"
+start_gateway "  - {name: demo, transport: http, url: $srv_url}"
 for s in $SESSIONS; do
   run "echo http, $s sessions" mcpgw -url "$gw_url" -sessions "$s" -tool mcp__demo__echo -watch "$gw_pid"
 done
 stop "$gw_pid"
-stop "$demo_pid"
+stop "$srv_pid"
 
 echo "tools/list of $TOOLS tools" >&2
 names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)

@@ -44,6 +44,7 @@ var allowed = map[string][]string{
 
 	"e2e/fixtures/catalogserver": {},
 	"e2e/fixtures/relayserver":   {},
+	"e2e/fixtures/floorserver":   {}, // standard library only: it is the floor
 
 	"internal/rawclient":      {},
 	"e2e/fixtures/taskserver": {},

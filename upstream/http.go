@@ -379,17 +379,18 @@ func sessionGone(code int, body []byte, sentSession bool) bool {
 	return false
 }
 
-// exchange returns the context of one HTTP exchange: it carries ctx's
-// values and ends when ctx ends, when life ends, or on cancel. detach stops
-// following ctx, for a body drained after the caller has gone.
+// exchange returns the context of one HTTP exchange: it ends when ctx
+// ends, when life ends, or on cancel. detach stops following ctx, for a
+// body drained after the caller has gone. It is life's child, not ctx's,
+// so it carries none of ctx's values: nothing below net/http's client
+// reads them (injectTraceContext takes ctx itself), and a second
+// AfterFunc per POST (on life) is saved.
 func exchange(ctx, life context.Context) (rctx context.Context, detach, cancel func()) {
-	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
-	stopCtx := context.AfterFunc(ctx, rcancel)
-	stopLife := context.AfterFunc(life, rcancel)
-	detach = func() { stopCtx() }
+	rctx, rcancel := context.WithCancel(life)
+	stop := context.AfterFunc(ctx, rcancel)
+	detach = func() { stop() }
 	cancel = func() {
-		stopCtx()
-		stopLife()
+		stop()
 		rcancel()
 	}
 	return rctx, detach, cancel

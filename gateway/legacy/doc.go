@@ -82,7 +82,11 @@
 // 2025-11-25 sessions, then each notifications/{tools,prompts,resources}/
 // list_changed as it happens and each notifications/resources/updated of a
 // resource the session subscribed to.
-// Sessions that never opened a GET stream do not get list_changed.
+// Sessions that never opened a GET stream do not get list_changed. A GET
+// (fresh or resuming) on HTTP/1.1 takes its connection over from net/http
+// once checked, and two small goroutines write and watch it instead of
+// the connection's handler (takeover.go): an idle GET stream is the bulk
+// of an idle session's memory.
 //
 // Buffers are bounded: a stream keeps at most MaxStreamEvents events and
 // MaxStreamBytes bytes, dropping its oldest events first but never its last

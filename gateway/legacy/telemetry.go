@@ -2,8 +2,8 @@ package legacy
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/telemetry"
 )
 
@@ -94,11 +95,17 @@ func (h *Handler) sessionEnded(s *session) {
 // plainID returns a request id as a span attribute shows it: a string id
 // without its JSON quotes, a number as it was sent.
 func plainID(id jsonrpc.ID) string {
-	var s string
-	if raw := id.Raw(); len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+	raw := id.String() // the id's JSON text
+	if len(raw) < 2 || raw[0] != '"' {
+		return raw
+	}
+	if !strings.Contains(raw, `\`) {
+		return raw[1 : len(raw)-1] // no escapes: no copy
+	}
+	if s, err := rawjson.Unquote([]byte(raw)); err == nil {
 		return s
 	}
-	return id.String()
+	return raw
 }
 
 // withTraceContext returns r with the remote span context of its

@@ -128,13 +128,69 @@ func objectMembers(obj []byte) ([]member, bool) {
 	}
 }
 
-// arrayElements returns the elements of the array arr, in order.
-func arrayElements(arr []byte) ([][]byte, bool) {
+// plainBlock reports whether the object block is certainly a content
+// block nothing rewrites: its type member (the last one) is a string
+// other than "image", "audio" and "resource". It allocates nothing, so
+// that a text result's blocks cost a scan each; false means "look
+// closer" (a media type, no type, escapes in a key or the type).
+func plainBlock(block []byte) bool {
+	i := skipSpace(block, 0)
+	if i >= len(block) || block[i] != '{' {
+		return false
+	}
+	var typ []byte
+	i++
+	for {
+		i = skipSpace(block, i)
+		if i >= len(block) {
+			return false
+		}
+		switch block[i] {
+		case '}':
+			if len(typ) < 2 || typ[0] != '"' || bytes.IndexByte(typ, '\\') >= 0 {
+				return false
+			}
+			switch string(typ[1 : len(typ)-1]) {
+			case "image", "audio", "resource":
+				return false
+			}
+			return true
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return false
+		}
+		ke := skipString(block, i)
+		if ke <= i || bytes.IndexByte(block[i:ke], '\\') >= 0 {
+			return false
+		}
+		isType := string(block[i:ke]) == `"type"`
+		i = skipSpace(block, ke)
+		if i >= len(block) || block[i] != ':' {
+			return false
+		}
+		i = skipSpace(block, i+1)
+		ve := skipValue(block, i)
+		if ve <= i {
+			return false
+		}
+		if isType {
+			typ = block[i:ve]
+		}
+		i = ve
+	}
+}
+
+// arrayElements appends the elements of the array arr, in order, to dst:
+// a caller's stack buffer keeps a short array's from the heap.
+func arrayElements(dst [][]byte, arr []byte) ([][]byte, bool) {
 	i := skipSpace(arr, 0)
 	if i >= len(arr) || arr[i] != '[' {
 		return nil, false
 	}
-	var out [][]byte
+	out := dst
 	i++
 	for {
 		i = skipSpace(arr, i)

@@ -64,3 +64,43 @@ func TestAppendString(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainBlock(t *testing.T) {
+	for _, tt := range []struct {
+		block string
+		want  bool
+	}{
+		{`{"type":"text","text":"hi"}`, true},
+		{` { "text" : "x" , "type" : "resource_link" , "uri":"a"} `, true},
+		{`{"type":"image","data":"AAAA"}`, false},
+		{`{"type":"audio"}`, false},
+		{`{"type":"resource","resource":{}}`, false},
+		{`{"type":"text","type":"image"}`, false}, // the last one wins
+		{`{"type":"image","type":"text"}`, true},
+		{`{"text":"no type"}`, false},
+		{`{"typ\u0065":"text"}`, false}, // an escaped key: look closer
+		{`{"type":"imag\u0065"}`, false},
+		{`{"type":7}`, false},
+		{`[1]`, false},
+		{`{"type":"text"`, false},
+	} {
+		if got := plainBlock([]byte(tt.block)); got != tt.want {
+			t.Errorf("plainBlock(%s) = %v, want %v", tt.block, got, tt.want)
+		}
+	}
+}
+
+// TestRewriteContent_TextAllocations checks that a result of text blocks,
+// the common one, is looked at without allocating.
+func TestRewriteContent_TextAllocations(t *testing.T) {
+	s := newTestStore(t, Options{})
+	content := []byte(`[{"type":"text","text":"one"},{"type":"text","text":"two"},{"type":"resource_link","uri":"file:///a","name":"a"}]`)
+	r := Rewrite{Mode: ModeLink, MinBytes: -1, BaseURL: "https://gw.example"}
+	if n := testing.AllocsPerRun(100, func() {
+		if out, changed := s.RewriteContent(content, r); changed || &out[0] != &content[0] {
+			t.Fatal("text content changed")
+		}
+	}); n != 0 {
+		t.Errorf("RewriteContent of text blocks allocates %v times, want 0", n)
+	}
+}

@@ -75,7 +75,8 @@ func (s *Store) RewriteContent(content json.RawMessage, r Rewrite) (json.RawMess
 	if r.Mode == ModeInline {
 		return content, false
 	}
-	els, ok := arrayElements(content)
+	var elBuf [8][]byte
+	els, ok := arrayElements(elBuf[:0], content)
 	if !ok {
 		return content, false
 	}
@@ -129,7 +130,8 @@ func (s *Store) RewriteResourceContents(contents json.RawMessage, r Rewrite) (js
 	if r.Mode == ModeInline {
 		return contents, false
 	}
-	els, ok := arrayElements(contents)
+	var elBuf [8][]byte
+	els, ok := arrayElements(elBuf[:0], contents)
 	if !ok {
 		return contents, false
 	}
@@ -173,6 +175,9 @@ func joinArray(parts [][]byte) json.RawMessage {
 // resource_link that replaces it and, with markdown, the text block that
 // follows. It is false for a block that stays.
 func (s *Store) rewriteBlock(block []byte, r *Rewrite, markdown bool) (link, md []byte, ok bool) {
+	if plainBlock(block) {
+		return nil, nil, false // text, resource_link, …: relayed as it is
+	}
 	ms, ok := objectMembers(block)
 	if !ok {
 		return nil, nil, false

@@ -449,8 +449,13 @@ func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, code int, msg 
 	writeJSON(w, status, errorMessage(id, jsonrpc.NewError(code, msg, data)))
 }
 
+// jsonContentType is the Content-Type value of every JSON answer, shared:
+// header values are only read once set (net/http shares its own the same
+// way), and a new slice per answer was an allocation per request.
+var jsonContentType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)

@@ -112,7 +112,7 @@ func plainID(id jsonrpc.ID) string {
 // traceparent header (W3C trace context), so that the core's server spans
 // continue the client's trace.
 func withTraceContext(r *http.Request) *http.Request {
-	if r.Header.Get("traceparent") == "" {
+	if r.Header.Get("Traceparent") == "" { // canonical: no key made per request
 		return r
 	}
 	return r.WithContext(telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))

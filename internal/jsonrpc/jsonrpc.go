@@ -234,7 +234,7 @@ func (m *Message) appendJSON(b []byte) ([]byte, error) {
 	}
 	if m.Method != "" {
 		b = append(b, `,"method":`...)
-		b = appendString(b, m.Method)
+		b = rawjson.AppendString(b, m.Method)
 		if len(m.Params) > 0 {
 			b = append(b, `,"params":`...)
 			b = append(b, m.Params...)
@@ -257,19 +257,6 @@ func (m *Message) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, m.Result...)
 	}
 	return append(b, '}'), nil
-}
-
-// appendString appends s as a JSON string, as json.Marshal writes it.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // ErrEmpty is returned by Parse for a body with no JSON value, and for an

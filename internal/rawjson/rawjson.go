@@ -247,39 +247,7 @@ func Get(obj []byte, key string) (json.RawMessage, bool, error) {
 // appended at the end. val must be valid JSON; obj is trusted to be (see
 // scan).
 func Set(obj []byte, key string, val json.RawMessage) ([]byte, error) {
-	if !Valid(val) {
-		return nil, fmt.Errorf("value for %q is not valid JSON", key)
-	}
-	var out []byte
-	last, n := 0, 0
-	err := scan(obj, func(keyTok []byte, _, valStart, valEnd int) (bool, error) {
-		n++
-		if keyIs(keyTok, key) {
-			if out == nil {
-				out = make([]byte, 0, len(obj)+len(val))
-			}
-			out = append(out, obj[last:valStart]...)
-			out = append(out, val...)
-			last = valEnd
-		}
-		return true, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if out != nil {
-		return append(out, obj[last:]...), nil
-	}
-	end := bytes.LastIndexByte(obj, '}')
-	out = make([]byte, 0, len(obj)+len(val)+len(key)+4)
-	out = append(out, bytes.TrimRight(obj[:end], " \t\r\n")...)
-	if n > 0 {
-		out = append(out, ',')
-	}
-	out = AppendString(out, key)
-	out = append(out, ':')
-	out = append(out, val...)
-	return append(out, obj[end:]...), nil
+	return Apply(obj, Edit{Key: key, Val: val})
 }
 
 // Edit is a change Apply makes to the member Key of an object: with In,

@@ -228,22 +228,14 @@ var (
 	acceptJSONOrStream = []string{"application/json, text/event-stream"}
 )
 
-// headerMap returns the configured headers, then ours over them.
+// headerMap is header as the map the r3labs stream clients take.
 func (p *peer) headerMap(sid, version string) map[string]string {
-	h := make(map[string]string, len(p.headers)+3)
-	for k, v := range p.headers {
-		h[k] = v
+	h := p.header(sid, version)
+	m := make(map[string]string, len(h))
+	for k, vs := range h {
+		m[k] = vs[0]
 	}
-	if p.apiKey != "" {
-		h["Authorization"] = "Bearer " + p.apiKey
-	}
-	if sid != "" {
-		h[headerSessionID] = sid
-	}
-	if version != "" {
-		h[headerProtocolVersion] = version
-	}
-	return h
+	return m
 }
 
 // neverForwarded are the client headers no forward_headers entry passes

@@ -85,75 +85,23 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// objectMembers returns the members of the object obj, in order.
-func objectMembers(obj []byte) ([]member, bool) {
+// eachMember calls fn with the raw key token and the value of each member
+// of the object obj, in order, until fn returns false. It reports whether
+// obj was walked to its end: false for malformed input or when fn stopped.
+// It allocates nothing itself.
+func eachMember(obj []byte, fn func(rawKey, val []byte) bool) bool {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return nil, false
+		return false
 	}
-	out := make([]member, 0, 8)
 	i++
 	for {
 		i = skipSpace(obj, i)
 		if i >= len(obj) {
-			return nil, false
+			return false
 		}
 		switch obj[i] {
 		case '}':
-			return out, true
-		case ',':
-			i++
-			continue
-		case '"':
-		default:
-			return nil, false
-		}
-		ke := skipString(obj, i)
-		rawKey := obj[i:ke]
-		key, ok := unquote(rawKey)
-		if !ok {
-			return nil, false
-		}
-		i = skipSpace(obj, ke)
-		if i >= len(obj) || obj[i] != ':' {
-			return nil, false
-		}
-		i = skipSpace(obj, i+1)
-		ve := skipValue(obj, i)
-		if ve <= i {
-			return nil, false
-		}
-		out = append(out, member{key: key, rawKey: rawKey, val: obj[i:ve]})
-		i = ve
-	}
-}
-
-// plainBlock reports whether the object block is certainly a content
-// block nothing rewrites: its type member (the last one) is a string
-// other than "image", "audio" and "resource". It allocates nothing, so
-// that a text result's blocks cost a scan each; false means "look
-// closer" (a media type, no type, escapes in a key or the type).
-func plainBlock(block []byte) bool {
-	i := skipSpace(block, 0)
-	if i >= len(block) || block[i] != '{' {
-		return false
-	}
-	var typ []byte
-	i++
-	for {
-		i = skipSpace(block, i)
-		if i >= len(block) {
-			return false
-		}
-		switch block[i] {
-		case '}':
-			if len(typ) < 2 || typ[0] != '"' || bytes.IndexByte(typ, '\\') >= 0 {
-				return false
-			}
-			switch string(typ[1 : len(typ)-1]) {
-			case "image", "audio", "resource":
-				return false
-			}
 			return true
 		case ',':
 			i++
@@ -162,25 +110,67 @@ func plainBlock(block []byte) bool {
 		default:
 			return false
 		}
-		ke := skipString(block, i)
-		if ke <= i || bytes.IndexByte(block[i:ke], '\\') >= 0 {
+		ke := skipString(obj, i)
+		if ke <= i {
 			return false
 		}
-		isType := string(block[i:ke]) == `"type"`
-		i = skipSpace(block, ke)
-		if i >= len(block) || block[i] != ':' {
+		rawKey := obj[i:ke]
+		i = skipSpace(obj, ke)
+		if i >= len(obj) || obj[i] != ':' {
 			return false
 		}
-		i = skipSpace(block, i+1)
-		ve := skipValue(block, i)
+		i = skipSpace(obj, i+1)
+		ve := skipValue(obj, i)
 		if ve <= i {
 			return false
 		}
-		if isType {
-			typ = block[i:ve]
+		if !fn(rawKey, obj[i:ve]) {
+			return false
 		}
 		i = ve
 	}
+}
+
+// objectMembers returns the members of the object obj, in order.
+func objectMembers(obj []byte) ([]member, bool) {
+	out := make([]member, 0, 8)
+	ok := eachMember(obj, func(rawKey, val []byte) bool {
+		key, ok := unquote(rawKey)
+		if ok {
+			out = append(out, member{key: key, rawKey: rawKey, val: val})
+		}
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	return out, true
+}
+
+// plainBlock reports whether the object block is certainly a content
+// block nothing rewrites: its type member (the last one) is a string
+// other than "image", "audio" and "resource". It allocates nothing, so
+// that a text result's blocks cost a scan each; false means "look
+// closer" (a media type, no type, escapes in a key or the type).
+func plainBlock(block []byte) bool {
+	var typ []byte
+	walked := eachMember(block, func(rawKey, val []byte) bool {
+		if bytes.IndexByte(rawKey, '\\') >= 0 {
+			return false // an escaped key might spell "type"
+		}
+		if string(rawKey) == `"type"` {
+			typ = val
+		}
+		return true
+	})
+	if !walked || len(typ) < 2 || typ[0] != '"' || bytes.IndexByte(typ, '\\') >= 0 {
+		return false
+	}
+	switch string(typ[1 : len(typ)-1]) {
+	case "image", "audio", "resource":
+		return false
+	}
+	return true
 }
 
 // arrayElements appends the elements of the array arr, in order, to dst:

@@ -20,9 +20,10 @@ import (
 // reported (labels are bounded: MethodLabel, the catalog's names). The
 // zero InFlight is ready; Register it once.
 type InFlight[K comparable] struct {
-	mu  sync.RWMutex
-	m   map[K]*Count
-	reg metric.Registration
+	counts     bounded[K, *Count]
+	registered atomic.Bool
+	mu         sync.Mutex // guards reg
+	reg        metric.Registration
 }
 
 // Count is the number in flight of one key.
@@ -42,23 +43,12 @@ func (c *Count) Add(d int64) {
 // Get returns the Count of key, calling attrs to make its attribute set
 // the first time. It returns nil when the InFlight is not registered.
 func (f *InFlight[K]) Get(key K, attrs func() []attribute.KeyValue) *Count {
-	f.mu.RLock()
-	c, ok := f.m[key]
-	registered := f.reg != nil
-	f.mu.RUnlock()
-	if ok || !registered {
-		return c
+	if !f.registered.Load() {
+		return nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c, ok := f.m[key]; ok {
-		return c
-	}
-	c = &Count{opt: []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attrs()...))}}
-	if len(f.m) < maxCachedSets {
-		f.m[key] = c
-	}
-	return c
+	return f.counts.get(key, func() *Count {
+		return &Count{opt: []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attrs()...))}}
+	})
 }
 
 // Register makes the observable up-down counter name on meter and
@@ -69,19 +59,16 @@ func (f *InFlight[K]) Register(meter metric.Meter, name string, opts ...metric.I
 		return err
 	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		f.mu.RLock()
-		defer f.mu.RUnlock()
-		for _, c := range f.m {
-			o.ObserveInt64(inst, c.n.Load(), c.opt...)
-		}
+		f.counts.each(func(c *Count) { o.ObserveInt64(inst, c.n.Load(), c.opt...) })
 		return nil
 	}, inst)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.m, f.reg = make(map[K]*Count), reg
+	f.reg = reg
 	f.mu.Unlock()
+	f.registered.Store(true)
 	return nil
 }
 

@@ -35,29 +35,56 @@ func NewLabels(attrs ...attribute.KeyValue) *Labels {
 // are bounded (MethodLabel, the catalog's names), so that is rarely
 // reached, and past it sets are made per use. The zero Sets is ready.
 type Sets[K comparable] struct {
-	mu sync.RWMutex
-	m  map[K]*Labels
+	labels bounded[K, *Labels]
 }
 
 // Get returns the Labels of key, calling attrs to make its set the first
 // time.
 func (c *Sets[K]) Get(key K, attrs func() []attribute.KeyValue) *Labels {
-	c.mu.RLock()
-	opt, ok := c.m[key]
-	c.mu.RUnlock()
+	return c.labels.get(key, func() *Labels { return NewLabels(attrs()...) })
+}
+
+// bounded is a map of values made on a miss and read under a read lock
+// after, the cache of Sets and InFlight. It keeps at most maxCachedSets
+// entries; past that, values are made per use and not kept. The zero
+// bounded is ready.
+type bounded[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]V
+}
+
+// get returns key's value, calling make the first time, under the lock,
+// so that one key never gets two values (two in-flight counts would each
+// hold half of it).
+func (b *bounded[K, V]) get(key K, make func() V) V {
+	b.mu.RLock()
+	v, ok := b.m[key]
+	b.mu.RUnlock()
 	if ok {
-		return opt
+		return v
 	}
-	opt = NewLabels(attrs()...)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[K]*Labels)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.m[key]; ok {
+		return v
 	}
-	if len(c.m) < maxCachedSets {
-		c.m[key] = opt
+	v = make()
+	if b.m == nil {
+		b.m = map[K]V{}
 	}
-	return opt
+	if len(b.m) < maxCachedSets {
+		b.m[key] = v
+	}
+	return v
+}
+
+// each calls fn with every value kept, under the read lock.
+func (b *bounded[K, V]) each(fn func(V)) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, v := range b.m {
+		fn(v)
+	}
 }
 
 // Tracing reports whether tp may record spans: false for the no-op

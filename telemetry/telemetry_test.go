@@ -216,7 +216,7 @@ func TestSets(t *testing.T) {
 	for i := range maxCachedSets + 10 {
 		get(key{"m", fmt.Sprint(i)})
 	}
-	if n := len(c.m); n != maxCachedSets {
+	if n := len(c.labels.m); n != maxCachedSets {
 		t.Errorf("%d sets cached, want the bound %d", n, maxCachedSets)
 	}
 	set := get(key{"m", "past"})

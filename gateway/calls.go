@@ -32,7 +32,7 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if res, err, handled := s.taskCall(ctx, req, ref, req.Params, rename); handled {
 		return res, err
 	}
-	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, rename)
+	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, &rename)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) 
 	}
 	var buf [64]byte
 	rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(buf[:0], ref.Name)}
-	body, err := s.forward(ctx, req, ref.Server, "prompts/get", req.Params, rename)
+	body, err := s.forward(ctx, req, ref.Server, "prompts/get", req.Params, &rename)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (s *Server) complete(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, invalidParams("completion/complete params must be a JSON object")
 	}
-	body, err := s.forward(ctx, req, server, "completion/complete", params)
+	body, err := s.forward(ctx, req, server, "completion/complete", params, nil)
 	if err != nil {
 		return nil, err
 	}

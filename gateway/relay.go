@@ -130,31 +130,29 @@ func (r *relay) mint(kind string) string {
 	return "mcpgw-" + kind + "-" + strconv.FormatUint(r.next.Add(1), 10)
 }
 
-// withProgress returns params with edits made and, when the client sent
-// a progress token and there is someone to notify, with the token replaced
-// by one of ours, all in one copy; and a func that forgets the token.
-// Params that are not an object are an invalidParams error.
-func (r *relay) withProgress(params json.RawMessage, notify func(string, json.RawMessage), edits ...rawjson.Edit) (json.RawMessage, func(), error) {
+// withProgress returns params with rename made (when not nil: the
+// upstream's own name) and, when the client sent a progress token and
+// there is someone to notify, with the token replaced by one of ours, all
+// in one copy; and a func that forgets the token. Params that are not an
+// object are an invalidParams error.
+func (r *relay) withProgress(params json.RawMessage, notify func(string, json.RawMessage), rename *rawjson.Edit) (json.RawMessage, func(), error) {
 	var token json.RawMessage
 	if notify != nil {
 		if meta, ok, _ := rawjson.Get(params, "_meta"); ok {
 			token, _, _ = rawjson.Get(meta, "progressToken")
 		}
 	}
-	// The edits live on this stack (no append: a slice it might grow
-	// would take them, and the callers' buffers, to the heap).
+	// The edits live on this stack, and so do the callers' values.
 	var (
-		all  [4]rawjson.Edit
+		all  [2]rawjson.Edit
 		in   [1]rawjson.Edit
 		buf  [40]byte
 		ours string
 	)
-	if len(edits) >= len(all) {
-		panic("gateway: withProgress takes at most 3 edits")
-	}
-	n := len(edits)
-	for i, e := range edits { // not copy, which escape analysis takes as leaking them
-		all[i] = e
+	n := 0
+	if rename != nil {
+		all[n] = *rename
+		n++
 	}
 	if token != nil {
 		ours = r.mint("p")

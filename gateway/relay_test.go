@@ -354,23 +354,23 @@ func TestWithProgress(t *testing.T) {
 	tests := []struct {
 		name, params string
 		notify       func(string, json.RawMessage)
-		edits        []rawjson.Edit
+		rename       *rawjson.Edit
 		want         string // with mcpgw-p-N written as TOKEN
 		route        string // the client's token kept, "" for none
 		err          bool
 	}{
-		{"rename and token", `{"name":"mcp__s__read","_meta":{"progressToken":"c-1"}}`, notify, []rawjson.Edit{rename},
+		{"rename and token", `{"name":"mcp__s__read","_meta":{"progressToken":"c-1"}}`, notify, &rename,
 			`{"name":"read","_meta":{"progressToken":"TOKEN"}}`, `"c-1"`, false},
 		{"token alone", `{"_meta":{"progressToken":7,"x":1}}`, notify, nil, `{"_meta":{"progressToken":"TOKEN","x":1}}`, `7`, false},
-		{"rename alone", `{"name":"mcp__s__read","arguments":{}}`, notify, []rawjson.Edit{rename}, `{"name":"read","arguments":{}}`, "", false},
+		{"rename alone", `{"name":"mcp__s__read","arguments":{}}`, notify, &rename, `{"name":"read","arguments":{}}`, "", false},
 		{"nobody to notify: token kept", `{"_meta":{"progressToken":"c"}}`, nil, nil, `{"_meta":{"progressToken":"c"}}`, "", false},
-		{"not an object", `[1]`, notify, []rawjson.Edit{rename}, ``, "", true},
+		{"not an object", `[1]`, notify, &rename, ``, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var r relay
 			r.init()
-			out, forget, err := r.withProgress(json.RawMessage(tt.params), tt.notify, tt.edits...)
+			out, forget, err := r.withProgress(json.RawMessage(tt.params), tt.notify, tt.rename)
 			if tt.err {
 				if err == nil {
 					t.Fatalf("withProgress = %s, want an error", out)

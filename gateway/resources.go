@@ -150,7 +150,7 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	body, err := s.forward(ctx, req, server, "resources/read", params)
+	body, err := s.forward(ctx, req, server, "resources/read", params, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func (s *Server) subscribe(ctx context.Context, req *Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.forward(ctx, req, server, "resources/subscribe", params); err != nil {
+		if _, err := s.forward(ctx, req, server, "resources/subscribe", params, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -339,7 +339,7 @@ func (s *Server) unsubscribe(ctx context.Context, req *Request) (*Result, error)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.forward(ctx, req, server, "resources/unsubscribe", params); err != nil {
+		if _, err := s.forward(ctx, req, server, "resources/unsubscribe", params, nil); err != nil {
 			return nil, err
 		}
 	}

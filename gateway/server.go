@@ -664,8 +664,8 @@ func (s *Server) timeout(server string) time.Duration {
 // replaced by one of ours, and the server's requests during the call
 // (elicitation, sampling, roots) go to the client through req.Input, with
 // the call's timeout paused while the client answers.
-func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, edits ...rawjson.Edit) (json.RawMessage, error) {
-	params, forget, err := s.relay.withProgress(params, req.Notify, edits...)
+func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit) (json.RawMessage, error) {
+	params, forget, err := s.relay.withProgress(params, req.Notify, rename)
 	if err != nil {
 		return nil, err
 	}

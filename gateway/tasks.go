@@ -323,14 +323,14 @@ func (s *Server) gatewayTaskFor(server, caller, upstreamID string) (string, bool
 
 // taskCall decides how a tools/call is served: normally, as a relayed
 // task, by block and poll, or as a hosted task.
-func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage, edits ...rawjson.Edit) (*Result, error, bool) {
+func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage, rename rawjson.Edit) (*Result, error, bool) {
 	cat := s.cat.Load()
 	support := cat.taskSupport[ref]
 	_, asked, _ := rawjson.Get(params, "task")
 	if !asked && support != "required" {
 		return nil, nil, false
 	}
-	params, err := rawjson.Apply(params, edits...)
+	params, err := rawjson.Apply(params, rename)
 	if err != nil {
 		return nil, invalidParams("params must be a JSON object"), true
 	}
@@ -362,7 +362,7 @@ func ptrServer(sc config.Server) *config.Server { return &sc }
 // gateway id.
 func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
 	callerKey, who := s.callerKey(ref.Server, req)
-	params, forget, err := s.relay.withProgress(params, req.SessionNotify)
+	params, forget, err := s.relay.withProgress(params, req.SessionNotify, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -734,7 +734,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	if err != nil {
 		return nil, invalidParams("tools/call params must be a JSON object")
 	}
-	params, forget, err := s.relay.withProgress(params, req.Notify)
+	params, forget, err := s.relay.withProgress(params, req.Notify, nil)
 	if err != nil {
 		return nil, err
 	}

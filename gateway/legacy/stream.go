@@ -227,10 +227,16 @@ func (h *Handler) abandonLocked(s *session, st *stream, now time.Time) {
 // startSSE writes the headers of an event stream (MCP 2025-11-25,
 // basic/transports; X-Accel-Buffering keeps nginx from buffering it).
 func startSSE(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
+	setSSEHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
+}
+
+// setSSEHeaders sets the headers of an event stream's response: its type,
+// and no caching or proxy buffering.
+func setSSEHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // keepAliveComment is what a stream says when it has nothing to say.

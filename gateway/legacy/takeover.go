@@ -106,9 +106,7 @@ func sseHead(w http.ResponseWriter) []byte {
 	for _, k := range []string{"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Trailer"} {
 		delete(h, k)
 	}
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	setSSEHeaders(h)
 	h.Set("Transfer-Encoding", "chunked")
 	h.Set("Connection", "close")
 	if _, ok := h["Date"]; !ok {

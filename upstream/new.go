@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/h1"
 )
 
 const defaultStopGrace = 3 * time.Second
@@ -52,13 +53,18 @@ func New(srv config.Server, opts ClientOptions) (*Client, error) {
 
 // defaultHTTPClient keeps connections alive across calls and sets no overall
 // timeout: event streams are long-lived, and each call is bounded by its
-// context.
+// context. Plain-HTTP servers are reached by h1's lean transport (no
+// goroutine handoffs per call); https and proxied ones by net/http's.
 var defaultHTTPClient = &http.Client{
-	Transport: &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   true,
+	Transport: &h1.Transport{
+		Fallback: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
+		},
+		MaxIdlePerHost: 64,
+		IdleTimeout:    90 * time.Second,
 	},
 }
 

@@ -1,0 +1,590 @@
+// Package h1 is a lean HTTP/1.1 client transport, for mcpgw's calls to
+// plain-HTTP upstream servers.
+//
+// It exists because net/http's Transport hands every request between three
+// goroutines: the caller's, the connection's writer and its reader. On a
+// relayed tools/call that is most of what mcpgw adds in front of an HTTP
+// upstream (issue 10's profile). Here the caller's goroutine writes the
+// request and reads the answer itself, on a pooled keep-alive connection;
+// net/http's own parser (http.ReadResponse) reads the response.
+//
+// Transport is an http.RoundTripper: an http.Client over it still follows
+// redirects. What it does not do itself it hands to its Fallback, whole:
+// https (TLS, HTTP/2), requests that go through a proxy, bodies of unknown
+// length and Expect: 100-continue.
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of a Transport's zero settings.
+const (
+	DefaultMaxIdlePerHost = 64
+	DefaultIdleTimeout    = 90 * time.Second
+	// DefaultMaxHeaderBytes bounds a response's status line and header,
+	// as net/http's Transport does by default.
+	DefaultMaxHeaderBytes = 1 << 20
+)
+
+// Transport is an HTTP/1.1 client transport for http:// URLs. Its zero
+// value is not usable: set Fallback. A Transport must not be copied after
+// first use.
+type Transport struct {
+	// Fallback carries the requests this transport does not (see the
+	// package comment). Its Proxy decides which requests are proxied.
+	Fallback *http.Transport
+	// DialContext dials new connections; nil means 30 s to connect and
+	// 30 s TCP keep-alives, as net/http's default transport.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxIdlePerHost is how many idle connections are kept per host.
+	MaxIdlePerHost int
+	// IdleTimeout is how long an idle connection is kept.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a response's header.
+	MaxHeaderBytes int
+
+	proxied sync.Map // scheme://host → bool: whether Fallback.Proxy proxies it
+
+	mu    sync.Mutex
+	idle  map[string][]*conn // by host:port, most recently used last
+	sweep *time.Timer        // closes expired idle connections; nil when none wait
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// RoundTrip sends req and returns the response, whose body the caller must
+// close. The connection goes back to the pool once the body has been read
+// to its end; a body closed before that closes the connection.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.handles(req) {
+		return t.Fallback.RoundTrip(req)
+	}
+	if err := checkHeader(req.Header); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	ctx := req.Context()
+	addr := hostPort(req.URL)
+	c, err := t.conn(ctx, addr)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	// Cancellation cuts the connection's reads and writes short; a
+	// connection it cut is never reused.
+	c.stop = context.AfterFunc(ctx, c.cut)
+	resp, err := c.exchange(req, t.maxHeaderBytes())
+	if err != nil {
+		c.stop()
+		c.close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	reuse := !resp.Close && !req.Close
+	if resp.Body == http.NoBody {
+		c.done(t, reuse)
+		return resp, nil
+	}
+	resp.Body = &body{rc: resp.Body, c: c, t: t, reuse: reuse, ctx: ctx}
+	return resp, nil
+}
+
+// CloseIdleConnections closes the idle connections, this transport's and
+// the fallback's.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	if t.sweep != nil {
+		t.sweep.Stop()
+		t.sweep = nil
+	}
+	t.mu.Unlock()
+	for _, cs := range idle {
+		for _, c := range cs {
+			c.nc.Close()
+		}
+	}
+	t.Fallback.CloseIdleConnections()
+}
+
+// handles reports whether req is this transport's to carry.
+func (t *Transport) handles(req *http.Request) bool {
+	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" {
+		return false
+	}
+	if req.Body != nil && req.Body != http.NoBody && req.ContentLength <= 0 {
+		return false // unknown length: chunked
+	}
+	if _, ok := req.Header["Expect"]; ok {
+		return false
+	}
+	return !t.isProxied(req)
+}
+
+// isProxied reports whether the fallback would send req through a proxy.
+// The answer depends on the URL's scheme and host alone (the proxy
+// environment is read once per process), so it is kept per host.
+func (t *Transport) isProxied(req *http.Request) bool {
+	if t.Fallback.Proxy == nil {
+		return false
+	}
+	key := req.URL.Host
+	if v, ok := t.proxied.Load(key); ok {
+		return v.(bool)
+	}
+	// Only the scheme and host matter; a request without the rest keeps
+	// the path and query (which may carry secrets) out of the proxy func.
+	probe := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: "http", Host: req.URL.Host}, Header: http.Header{}}
+	u, err := t.Fallback.Proxy(probe)
+	proxied := err != nil || u != nil // an error: the fallback reports it
+	if n := mapLen(&t.proxied); n < 1024 {
+		t.proxied.Store(key, proxied)
+	}
+	return proxied
+}
+
+func mapLen(m *sync.Map) int {
+	n := 0
+	m.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+func (t *Transport) maxHeaderBytes() int {
+	if t.MaxHeaderBytes > 0 {
+		return t.MaxHeaderBytes
+	}
+	return DefaultMaxHeaderBytes
+}
+
+func (t *Transport) idleTimeout() time.Duration {
+	if t.IdleTimeout > 0 {
+		return t.IdleTimeout
+	}
+	return DefaultIdleTimeout
+}
+
+// conn returns an idle connection to addr that is still open, or dials one.
+func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
+	for {
+		c := t.takeIdle(addr)
+		if c == nil {
+			break
+		}
+		if c.alive() {
+			return c, nil
+		}
+		c.nc.Close()
+	}
+	dial := t.DialContext
+	if dial == nil {
+		dial = defaultDialer.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	c := &conn{nc: nc, addr: addr}
+	c.lr = limitedConn{nc: nc}
+	c.br = bufio.NewReaderSize(&c.lr, 4096)
+	c.bw = bufio.NewWriterSize(nc, 4096)
+	return c, nil
+}
+
+var defaultDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+
+// takeIdle takes the most recently used idle connection to addr that has
+// not expired, closing the expired ones.
+func (t *Transport) takeIdle(addr string) *conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cs := t.idle[addr]
+	for len(cs) > 0 {
+		c := cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		cs = cs[:len(cs)-1]
+		if time.Since(c.idleAt) < t.idleTimeout() {
+			t.idle[addr] = cs
+			return c
+		}
+		c.nc.Close()
+	}
+	delete(t.idle, addr)
+	return nil
+}
+
+// putIdle keeps c for the next request to its host, or closes it when the
+// host has enough.
+func (t *Transport) putIdle(c *conn) {
+	max := t.MaxIdlePerHost
+	if max <= 0 {
+		max = DefaultMaxIdlePerHost
+	}
+	c.idleAt = time.Now()
+	t.mu.Lock()
+	if len(t.idle[c.addr]) >= max {
+		t.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	if t.idle == nil {
+		t.idle = make(map[string][]*conn)
+	}
+	t.idle[c.addr] = append(t.idle[c.addr], c)
+	if t.sweep == nil {
+		t.sweep = time.AfterFunc(t.idleTimeout(), t.closeExpired)
+	}
+	t.mu.Unlock()
+}
+
+// closeExpired closes the idle connections that have expired, and comes
+// back while any are left.
+func (t *Transport) closeExpired() {
+	var expired []*conn
+	t.mu.Lock()
+	for addr, cs := range t.idle {
+		kept := cs[:0]
+		for _, c := range cs {
+			if time.Since(c.idleAt) >= t.idleTimeout() {
+				expired = append(expired, c)
+			} else {
+				kept = append(kept, c)
+			}
+		}
+		clear(cs[len(kept):])
+		if len(kept) == 0 {
+			delete(t.idle, addr)
+		} else {
+			t.idle[addr] = kept
+		}
+	}
+	t.sweep = nil
+	if len(t.idle) > 0 {
+		t.sweep = time.AfterFunc(t.idleTimeout()/4, t.closeExpired)
+	}
+	t.mu.Unlock()
+	for _, c := range expired {
+		c.nc.Close()
+	}
+}
+
+// hostPort is the address to dial for u: its host, with port 80 when it
+// names none.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
+// conn is one connection, used by one request at a time.
+type conn struct {
+	nc     net.Conn
+	lr     limitedConn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	addr   string
+	idleAt time.Time
+	stop   func() bool // ends the current request's AfterFunc
+	wasCut atomic.Bool
+}
+
+// cut makes the connection's pending and next reads and writes fail at
+// once: its request's context ended.
+func (c *conn) cut() {
+	c.wasCut.Store(true)
+	c.nc.SetDeadline(time.Unix(1, 0))
+}
+
+func (c *conn) close() { c.nc.Close() }
+
+// done ends the current request on c: c goes back to the pool when reuse
+// holds and no cancellation cut it, else it is closed.
+func (c *conn) done(t *Transport, reuse bool) {
+	stopped := c.stop()
+	c.stop = nil
+	if !reuse || !stopped || c.wasCut.Load() || c.br.Buffered() > 0 {
+		c.close()
+		return
+	}
+	t.putIdle(c)
+}
+
+// exchange writes req and reads the response's status line and header.
+func (c *conn) exchange(req *http.Request, maxHeader int) (*http.Response, error) {
+	if err := c.writeRequest(req); err != nil {
+		return nil, err
+	}
+	for {
+		limit := int64(maxHeader) + int64(c.br.Size())
+		c.lr.limit = limit
+		nothing := c.br.Buffered() == 0
+		resp, err := http.ReadResponse(c.br, req)
+		nothing = nothing && c.lr.limit == limit
+		c.lr.limit = -1
+		if err != nil {
+			if errors.Is(err, errHeaderTooLarge) {
+				return nil, fmt.Errorf("server's response header is larger than %d bytes", maxHeader)
+			}
+			if nothing && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+				return nil, fmt.Errorf("server closed the connection before answering: %w", io.ErrUnexpectedEOF)
+			}
+			return nil, fmt.Errorf("reading the response: %w", err)
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			resp.Body.Close()
+			return nil, errors.New("server switched protocols, which was not asked for")
+		}
+		// Other 1xx answers are informational; the response follows.
+		if resp.StatusCode >= 100 && resp.StatusCode <= 199 {
+			continue
+		}
+		return resp, nil
+	}
+}
+
+// writeRequest writes req's request line, header and body, and flushes.
+func (c *conn) writeRequest(req *http.Request) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("writing the request: %w", err)
+		}
+	}()
+	defer closeBody(req)
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if !validHostHeader(host) {
+		return fmt.Errorf("invalid host %q", host)
+	}
+	w := c.bw
+	w.WriteString(method)
+	w.WriteByte(' ')
+	w.WriteString(req.URL.RequestURI())
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(host)
+	w.WriteString("\r\n")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		w.WriteString("User-Agent: Go-http-client/1.1\r\n")
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	if hasBody || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		var num [20]byte
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(num[:0], req.ContentLength, 10))
+		w.WriteString("\r\n")
+	}
+	if req.Close {
+		w.WriteString("Connection: close\r\n")
+	}
+	for k, vs := range req.Header {
+		if skipHeader(k) {
+			continue
+		}
+		for _, v := range vs {
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(trimOWS(v))
+			w.WriteString("\r\n")
+		}
+	}
+	w.WriteString("\r\n")
+	if hasBody {
+		n, err := io.Copy(w, io.LimitReader(req.Body, req.ContentLength))
+		if err != nil {
+			return err
+		}
+		if n != req.ContentLength {
+			return fmt.Errorf("request body has %d bytes, its ContentLength says %d", n, req.ContentLength)
+		}
+	}
+	return w.Flush()
+}
+
+// skipHeader reports whether header k is one writeRequest writes itself.
+func skipHeader(k string) bool {
+	switch k {
+	case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
+		return true
+	}
+	return false
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// limitedConn reads from the connection, at most limit bytes while limit
+// is not negative.
+type limitedConn struct {
+	nc    net.Conn
+	limit int64
+}
+
+var errHeaderTooLarge = errors.New("response header too large")
+
+func (l *limitedConn) Read(p []byte) (int, error) {
+	if l.limit < 0 {
+		return l.nc.Read(p)
+	}
+	if l.limit == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.limit {
+		p = p[:l.limit]
+	}
+	n, err := l.nc.Read(p)
+	l.limit -= int64(n)
+	return n, err
+}
+
+// body is a response body on a connection of the pool. Read and Close
+// may race (a caller closing a stream another goroutine reads): the first
+// to end the body decides what becomes of the connection.
+type body struct {
+	rc    io.ReadCloser
+	c     *conn
+	t     *Transport
+	ctx   context.Context
+	reuse bool
+	ended atomic.Bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.ended.Load() {
+		return 0, errBodyClosed
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		if b.ended.CompareAndSwap(false, true) {
+			b.rc.Close()
+			b.c.done(b.t, b.reuse)
+		}
+	case err != nil:
+		b.abandon()
+		if b.ctx.Err() != nil {
+			err = b.ctx.Err()
+		}
+	}
+	return n, err
+}
+
+var errBodyClosed = errors.New("h1: read on closed response body")
+
+// Close ends the body; unread, it closes the connection.
+func (b *body) Close() error {
+	b.abandon()
+	return nil
+}
+
+// abandon ends a body that was not read to its end: the connection is
+// closed first, so that net/http's body, which drains what is left on
+// Close, does not wait.
+func (b *body) abandon() {
+	if b.ended.CompareAndSwap(false, true) {
+		b.c.nc.Close()
+		b.rc.Close()
+		b.c.done(b.t, false)
+	}
+}
+
+// checkHeader checks h's names and values as net/http's Transport does,
+// naming the header without quoting its value (which may be a secret).
+func checkHeader(h http.Header) error {
+	for k, vs := range h {
+		if !validName(k) {
+			return fmt.Errorf("invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if !validValue(v) {
+				return fmt.Errorf("invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
+}
+
+// validName reports whether k is an RFC 9110 token.
+func validName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !isTokenByte(k[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// validValue reports whether v holds no control character but tab.
+func validValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHostHeader reports whether h can be a Host header: not empty, and
+// neither space nor control characters.
+func validHostHeader(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// trimOWS trims the spaces and tabs around a header value.
+func trimOWS(v string) string {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
+}

@@ -1,0 +1,644 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// newTransport returns a Transport over a plain fallback, closed with t.
+func newTransport(t *testing.T) *Transport {
+	t.Helper()
+	tr := &Transport{Fallback: &http.Transport{}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// countedServer is an httptest server that counts the connections it
+// accepted and reports the ones it saw close.
+type countedServer struct {
+	*httptest.Server
+	accepted atomic.Int32
+	closed   chan struct{} // one send per closed connection
+}
+
+func newCountedServer(t *testing.T, h http.HandlerFunc) *countedServer {
+	t.Helper()
+	s := &countedServer{closed: make(chan struct{}, 64)}
+	s.Server = httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			s.accepted.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			s.closed <- struct{}{}
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func post(t *testing.T, tr http.RoundTripper, ctx context.Context, u, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Test", "yes")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	return resp
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	resp.Body.Close()
+	return string(b)
+}
+
+func TestRoundTrip_ReusesConnection(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Header.Get("X-Test") != "yes" || r.Header.Get("Content-Type") != "application/json" || r.ContentLength != int64(len(b)) || r.Host == "" {
+			http.Error(w, fmt.Sprintf("bad request: %v %q", r.Header, b), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"echo":%s}`, b)
+	})
+	tr := newTransport(t)
+	for i := range 3 {
+		resp := post(t, tr, context.Background(), srv.URL+"/mcp?x=1", fmt.Sprintf(`{"n":%d}`, i))
+		if got, want := readAll(t, resp), fmt.Sprintf(`{"echo":{"n":%d}}`, i); resp.StatusCode != 200 || got != want {
+			t.Fatalf("request %d: %d %q, want 200 %q", i, resp.StatusCode, got, want)
+		}
+	}
+	if n := srv.accepted.Load(); n != 1 {
+		t.Errorf("server accepted %d connections for 3 requests in a row, want 1", n)
+	}
+}
+
+func TestRoundTrip_ChunkedStreamIsReadAsItComes(t *testing.T) {
+	next := make(chan struct{})
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/again" {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			if i < 2 {
+				<-next
+			}
+		}
+	})
+	tr := newTransport(t)
+	resp := post(t, tr, context.Background(), srv.URL, `{}`)
+	if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("TransferEncoding = %v, want chunked", resp.TransferEncoding)
+	}
+	br := bufio.NewReader(resp.Body)
+	for i := range 3 {
+		line, err := br.ReadString('\n')
+		if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+			t.Fatalf("event %d: %q, %v", i, line, err)
+		}
+		br.ReadString('\n') // the blank line
+		if i < 2 {
+			next <- struct{}{} // the server writes the next only now
+		}
+	}
+	if rest := readAll(t, &http.Response{Body: io.NopCloser(br)}); rest != "" {
+		t.Fatalf("after the events: %q", rest)
+	}
+	resp.Body.Close()
+	if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/again", `{}`)); got != "ok" {
+		t.Fatalf("next request: %q", got)
+	}
+	if n := srv.accepted.Load(); n != 1 {
+		t.Errorf("connections after a stream read to its end: %d, want 1 (reused)", n)
+	}
+}
+
+func TestRoundTrip_ClosingAnUnreadStreamClosesTheConnection(t *testing.T) {
+	ended := make(chan struct{})
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/plain" {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // endless, until the client leaves
+		close(ended)
+	})
+	tr := newTransport(t)
+	resp := post(t, tr, context.Background(), srv.URL, `{}`)
+	buf := make([]byte, 64)
+	if n, err := resp.Body.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "data: first") {
+		t.Fatalf("first read: %q, %v", buf[:n], err)
+	}
+	resp.Body.Close() // must not wait for the endless rest
+	<-ended
+	if _, err := resp.Body.Read(buf); err == nil {
+		t.Error("Read after Close succeeded")
+	}
+	if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/plain", `{}`)); got != "ok" {
+		t.Fatalf("next request: %q", got)
+	}
+	if n := srv.accepted.Load(); n != 2 {
+		t.Errorf("connections: %d, want 2 (the closed stream's is not reused)", n)
+	}
+}
+
+func TestRoundTrip_CloseWhileAnotherGoroutineReads(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	tr := newTransport(t)
+	resp := post(t, tr, context.Background(), srv.URL, `{}`)
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := resp.Body.Read(make([]byte, 16))
+		readErr <- err
+	}()
+	resp.Body.Close()
+	if err := <-readErr; err == nil {
+		t.Error("a Read blocked when the body was closed returned no error")
+	}
+}
+
+func TestRoundTrip_Cancel(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "/stream":
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		default:
+			io.WriteString(w, "ok")
+		}
+	})
+	tr := newTransport(t)
+
+	t.Run("waiting for the answer", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/slow", strings.NewReader("{}"))
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("RoundTrip after cancel: %v, want context.Canceled", err)
+		}
+	})
+	t.Run("reading the body", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		resp := post(t, tr, ctx, srv.URL+"/stream", `{}`)
+		defer resp.Body.Close()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := io.ReadAll(resp.Body)
+			errc <- err
+		}()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Read after cancel: %v, want context.Canceled", err)
+		}
+	})
+	t.Run("the next request works", func(t *testing.T) {
+		if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/plain", `{}`)); got != "ok" {
+			t.Fatalf("next request: %q", got)
+		}
+	})
+}
+
+// rawServer serves each connection with serve, on 127.0.0.1.
+type rawServer struct {
+	ln       net.Listener
+	accepted atomic.Int32
+	wg       sync.WaitGroup
+}
+
+func newRawServer(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *rawServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawServer{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.accepted.Add(1)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+func (s *rawServer) url() string { return "http://" + s.ln.Addr().String() + "/mcp" }
+
+// readRequest reads one request and its body from br.
+func readRequest(br *bufio.Reader) (*http.Request, []byte, error) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := io.ReadAll(req.Body)
+	return req, b, err
+}
+
+func TestRoundTrip_ServerClosedTheIdleConnection(t *testing.T) {
+	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, _, err := readRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		// and closes the connection, without saying so, as a server's
+		// idle timeout does
+	})
+	tr := newTransport(t)
+	for i := range 3 {
+		if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
+			t.Fatalf("request %d: %q", i, got)
+		}
+	}
+	if n := srv.accepted.Load(); n != 3 {
+		t.Errorf("connections: %d, want 3", n)
+	}
+}
+
+func TestRoundTrip_ConnectionClose(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "ok")
+	})
+	tr := newTransport(t)
+	for range 2 {
+		readAll(t, post(t, tr, context.Background(), srv.URL, `{}`))
+	}
+	if n := srv.accepted.Load(); n != 2 {
+		t.Errorf("connections: %d, want 2 (Connection: close is not reused)", n)
+	}
+}
+
+func TestRoundTrip_RawAnswers(t *testing.T) {
+	tests := []struct {
+		name    string
+		answer  string
+		max     int
+		want    string // body, when no error
+		wantErr string
+	}{
+		{name: "informational first", answer: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", want: "ok"},
+		{name: "close-delimited body", answer: "HTTP/1.1 200 OK\r\n\r\nuntil the end", want: "until the end"},
+		{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", want: "ok"},
+		{name: "header too large", answer: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 10000) + "\r\n\r\n", max: 1000, wantErr: "larger than 1000 bytes"},
+		{name: "no answer", answer: "", wantErr: "closed the connection before answering"},
+		{name: "not HTTP", answer: "SSH-2.0-OpenSSH\r\n", wantErr: "malformed HTTP"},
+		{name: "switching protocols", answer: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", wantErr: "switched protocols"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+				if _, _, err := readRequest(br); err == nil {
+					io.WriteString(c, tt.answer)
+				}
+			})
+			tr := newTransport(t)
+			tr.MaxHeaderBytes = tt.max
+			req, _ := http.NewRequest(http.MethodPost, srv.url(), strings.NewReader("{}"))
+			resp, err := tr.RoundTrip(req)
+			if tt.wantErr != "" {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("no error, want %q", tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %q, want it to say %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readAll(t, resp); got != tt.want {
+				t.Fatalf("body %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRoundTrip_WritesTheRequest(t *testing.T) {
+	got := make(chan string, 1)
+	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+		var head bytes.Buffer
+		for {
+			line, err := br.ReadString('\n')
+			head.WriteString(line)
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		body := make([]byte, 7)
+		io.ReadFull(br, body)
+		got <- head.String() + string(body)
+		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+	})
+	tr := newTransport(t)
+	req, _ := http.NewRequest(http.MethodPost, srv.url()+"?k=v", strings.NewReader(`{"a":1}`))
+	req.Header["Mcp-Session-Id"] = []string{" abc "}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Body != http.NoBody {
+		t.Errorf("204's body is %T, want http.NoBody", resp.Body)
+	}
+	resp.Body.Close()
+	wire := <-got
+	for _, want := range []string{
+		"POST /mcp?k=v HTTP/1.1\r\nHost: " + srv.ln.Addr().String() + "\r\n",
+		"Content-Length: 7\r\n",
+		"Mcp-Session-Id: abc\r\n",
+		"User-Agent: Go-http-client/1.1\r\n",
+		"\r\n\r\n{\"a\":1}",
+	} {
+		if !strings.Contains(wire, want) {
+			t.Errorf("request on the wire lacks %q:\n%s", want, wire)
+		}
+	}
+}
+
+func TestRoundTrip_BadRequests(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	tests := []struct {
+		name    string
+		mod     func(*http.Request)
+		wantErr string
+		notIn   string
+	}{
+		{name: "value with a newline", mod: func(r *http.Request) { r.Header["Authorization"] = []string{"Bearer s3cr3t\r\nX-Evil: 1"} }, wantErr: `invalid header field value for "Authorization"`, notIn: "s3cr3t"},
+		{name: "name with a space", mod: func(r *http.Request) { r.Header["Bad Name"] = []string{"v"} }, wantErr: `invalid header field name "Bad Name"`},
+		{name: "body shorter than its length", mod: func(r *http.Request) { r.ContentLength = 10 }, wantErr: "request body has 2 bytes, its ContentLength says 10"},
+		{name: "host with a space", mod: func(r *http.Request) { r.Host = "a b" }, wantErr: `invalid host "a b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := newTransport(t)
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+			tt.mod(req)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("no error, want %q", tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %q, want it to say %q", err, tt.wantErr)
+			}
+			if tt.notIn != "" && strings.Contains(err.Error(), tt.notIn) {
+				t.Fatalf("error %q quotes the header's value", err)
+			}
+		})
+	}
+}
+
+func TestRoundTrip_Fallback(t *testing.T) {
+	plain := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "plain")
+	})
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "tls") }))
+	t.Cleanup(tlsSrv.Close)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "proxy for "+r.URL.Host) // absolute-form: a proxy's request
+	}))
+	t.Cleanup(proxy.Close)
+	proxyURL, _ := url.Parse(proxy.URL)
+	proxiedHost := "proxied.invalid:8080"
+
+	tests := []struct {
+		name string
+		req  func() *http.Request
+		want string
+	}{
+		{name: "https", want: "tls", req: func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, tlsSrv.URL, nil)
+			return r
+		}},
+		{name: "proxied", want: "proxy for " + proxiedHost, req: func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, "http://"+proxiedHost+"/mcp", strings.NewReader("{}"))
+			return r
+		}},
+		{name: "unknown length", want: "plain", req: func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, plain.URL, io.MultiReader(strings.NewReader("{}")))
+			return r
+		}},
+		{name: "expect continue", want: "plain", req: func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, plain.URL, strings.NewReader("{}"))
+			r.Header.Set("Expect", "100-continue")
+			return r
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var dials atomic.Int32
+			fb := tlsSrv.Client().Transport.(*http.Transport).Clone()
+			fb.Proxy = func(r *http.Request) (*url.URL, error) {
+				if r.URL.Host == proxiedHost {
+					return proxyURL, nil
+				}
+				return nil, nil
+			}
+			var d net.Dialer
+			fb.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return d.DialContext(ctx, network, addr)
+			}
+			tr := &Transport{Fallback: fb, DialContext: func(context.Context, string, string) (net.Conn, error) {
+				return nil, errors.New("the lean path dialed")
+			}}
+			t.Cleanup(tr.CloseIdleConnections)
+			resp, err := tr.RoundTrip(tt.req())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readAll(t, resp); got != tt.want {
+				t.Fatalf("body %q, want %q", got, tt.want)
+			}
+			if dials.Load() != 1 {
+				t.Errorf("fallback dialed %d times, want 1", dials.Load())
+			}
+		})
+	}
+}
+
+func TestRoundTrip_RedirectThroughClient(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusTemporaryRedirect)
+			return
+		}
+		fmt.Fprintf(w, "%s got %s", r.URL.Path, b)
+	})
+	c := &http.Client{Transport: newTransport(t)}
+	resp, err := c.Post(srv.URL+"/old", "application/json", strings.NewReader(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readAll(t, resp), `/new got {"x":1}`; got != want {
+		t.Fatalf("after a 307: %q, want %q", got, want)
+	}
+}
+
+func TestIdleConnections_Expire(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := newTransport(t)
+	tr.IdleTimeout = 20 * time.Millisecond
+	readAll(t, post(t, tr, context.Background(), srv.URL, `{}`))
+	<-srv.closed // the sweep closed the idle connection
+	tr.mu.Lock()
+	n := len(tr.idle)
+	tr.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d hosts still have idle connections after they expired", n)
+	}
+}
+
+func TestCloseIdleConnections(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := newTransport(t)
+	readAll(t, post(t, tr, context.Background(), srv.URL, `{}`))
+	tr.CloseIdleConnections()
+	<-srv.closed
+	readAll(t, post(t, tr, context.Background(), srv.URL, `{}`))
+	if n := srv.accepted.Load(); n != 2 {
+		t.Errorf("connections: %d, want 2", n)
+	}
+}
+
+func TestIdleConnections_Bounded(t *testing.T) {
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(3)
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		started.Done()
+		<-release
+		io.WriteString(w, "ok")
+	})
+	tr := newTransport(t)
+	tr.MaxIdlePerHost = 1
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	started.Wait() // three requests at once: three connections
+	close(release)
+	wg.Wait()
+	<-srv.closed
+	<-srv.closed // two of three closed, one kept
+	tr.mu.Lock()
+	n := len(tr.idle[hostPort(&url.URL{Host: srv.Listener.Addr().String()})])
+	tr.mu.Unlock()
+	if n != 1 {
+		t.Errorf("idle connections: %d, want 1 (MaxIdlePerHost)", n)
+	}
+}
+
+// FuzzRoundTrip_Response feeds a server's answer to RoundTrip over an
+// in-memory connection: whatever it is, RoundTrip and reading the body
+// end, without a panic.
+func FuzzRoundTrip_Response(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\nrest",
+		"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nshort",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"garbage",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		tr := &Transport{Fallback: &http.Transport{}, MaxHeaderBytes: 4096}
+		tr.DialContext = func(context.Context, string, string) (net.Conn, error) {
+			client, server := net.Pipe()
+			go func() {
+				defer server.Close()
+				br := bufio.NewReader(server)
+				if _, _, err := readRequest(br); err != nil {
+					return
+				}
+				server.Write(answer)
+			}()
+			return client, nil
+		}
+		defer tr.CloseIdleConnections()
+		req, _ := http.NewRequest(http.MethodPost, "http://fuzz.invalid/mcp", strings.NewReader("{}"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	})
+}

@@ -552,6 +552,13 @@ type Server struct {
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
 	Cwd     string            `yaml:"cwd"`
+	// Scheduling is how Linux schedules a stdio server's process:
+	// SchedulingBatch (the default) or SchedulingNormal. A batch process
+	// does not preempt the gateway when its input arrives: on a CPU the
+	// two share, the gateway finishes what it is doing (often writing the
+	// next requests) before the server runs. Elsewhere than Linux it has
+	// no effect.
+	Scheduling string `yaml:"scheduling"`
 
 	// URL, APIKey and Headers reach an http or sse server. APIKey is sent as
 	// "Authorization: Bearer <key>". URL must be https unless its host is
@@ -607,6 +614,12 @@ type Server struct {
 	// Default false: they are only kept in the event store.
 	ForwardNotifications bool `yaml:"forward_notifications"`
 }
+
+// Scheduling policies of a stdio server's process (Server.Scheduling).
+const (
+	SchedulingBatch  = "batch"
+	SchedulingNormal = "normal"
+)
 
 // Session modes of a server (Server.SessionMode).
 const (

@@ -456,9 +456,9 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 		for _, f := range []struct {
 			key string
 			set bool
-		}{{"command", s.Command != ""}, {"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"cwd", s.Cwd != ""}} {
+		}{{"command", s.Command != ""}, {"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"cwd", s.Cwd != ""}, {"scheduling", s.Scheduling != ""}} {
 			if f.set {
-				add(f.key, "not used by %s servers (command, args, env and cwd are for stdio)", s.Transport)
+				add(f.key, "not used by %s servers (command, args, env, cwd and scheduling are for stdio)", s.Transport)
 			}
 		}
 	default:
@@ -466,6 +466,11 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 	}
 	if s.Timeout < 0 {
 		add("timeout", "must not be negative (0 means the gateway's call_timeout)")
+	}
+	switch s.Scheduling {
+	case "", SchedulingBatch, SchedulingNormal:
+	default:
+		add("scheduling", "%q is not one of batch, normal", s.Scheduling)
 	}
 
 	// The messages below never show the url, api_key or a header or env

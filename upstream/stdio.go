@@ -65,6 +65,7 @@ type stdioTransport struct {
 	args    []string
 	env     map[string]string
 	dir     string
+	batch   bool // config.SchedulingBatch: see startCommand
 	maxMsg  int64
 	grace   time.Duration
 	logger  *slog.Logger
@@ -145,6 +146,7 @@ func newStdioTransport(srv config.Server, opts *ClientOptions) transport {
 		args:       slices.Clone(srv.Args),
 		env:        maps.Clone(srv.Env),
 		dir:        srv.Cwd,
+		batch:      srv.Scheduling != config.SchedulingNormal,
 		maxMsg:     maxMsg,
 		grace:      grace,
 		logger:     logger,
@@ -257,7 +259,7 @@ func (t *stdioTransport) start(ctx context.Context, recv func(m *jsonrpc.Message
 	growPipe(inW)
 	growPipe(outR)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	if err := startCommand(cmd, t.batch); err != nil {
 		closeAll()
 		return t.failStart(err)
 	}

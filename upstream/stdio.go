@@ -99,13 +99,11 @@ type stdioTransport struct {
 	// context ends.
 	wmu chan struct{}
 	// queue holds the lines sent and not yet taken by a writer; the
-	// sender that gets wmu writes every queued line in one write, so that
-	// under load one syscall (and one wakeup of the child) carries many
-	// messages. wbuf is the writer's reused buffer. Both under qmu, wbuf
-	// under wmu.
+	// sender that gets wmu writes the queued lines (up to maxPooledLine
+	// bytes) in one write, so that under load one syscall (and one wakeup
+	// of the child) carries many messages. Under qmu.
 	qmu   sync.Mutex
 	queue []*queuedLine
-	wbuf  []byte
 
 	stopCh     chan struct{} // closed to begin the stop sequence
 	killCh     chan struct{} // closed when close's ctx ended: skip the grace periods
@@ -628,7 +626,7 @@ func (t *stdioTransport) dequeue(q *queuedLine) bool {
 	return false
 }
 
-// flush writes every queued line in one write, for a sender that holds
+// flush writes the queued lines in one write, for a sender that holds
 // wmu, and releases wmu. Each line's sender gets the outcome. When ctx
 // (the writing sender's) ends in the middle, the rest is written in the
 // background, holding wmu, so that the next message starts on a line of
@@ -636,12 +634,25 @@ func (t *stdioTransport) dequeue(q *queuedLine) bool {
 func (t *stdioTransport) flush(ctx context.Context) {
 	t.qmu.Lock()
 	lines := t.queue
-	t.queue = nil
-	t.qmu.Unlock()
 	if len(lines) == 0 {
+		t.qmu.Unlock()
 		<-t.wmu
 		return
 	}
+	// At most maxPooledLine bytes in one write (a line larger than that
+	// alone), so that the joined lines' buffer goes back to the pool; the
+	// rest stay queued for the next writer, who is one of their senders.
+	take, size := 1, len(lines[0].b)
+	for take < len(lines) && size+len(lines[take].b) <= maxPooledLine {
+		size += len(lines[take].b)
+		take++
+	}
+	t.queue = nil
+	if take < len(lines) {
+		t.queue = slices.Clone(lines[take:])
+	}
+	lines = lines[:take]
+	t.qmu.Unlock()
 	// Checked again: the lock may have been won after the end.
 	if err := t.usable(); err != nil {
 		for _, l := range lines {
@@ -654,15 +665,19 @@ func (t *stdioTransport) flush(ctx context.Context) {
 	if len(lines) == 1 {
 		buf = lines[0].b // one line: written from its own buffer
 	} else {
-		buf = t.wbuf[:0]
+		// Several lines are joined in a buffer of the line pool (the
+		// rest of a cut write is copied out of it below).
+		bp := lineBuffers.Get().(*[]byte)
+		buf = (*bp)[:0]
 		for _, l := range lines {
 			buf = append(buf, l.b...)
 		}
-		if cap(buf) <= maxKeptWriteBuffer {
-			t.wbuf = buf
-		} else {
-			t.wbuf = nil
-		}
+		defer func() {
+			if cap(buf) <= maxPooledLine {
+				*bp = buf
+				lineBuffers.Put(bp)
+			}
+		}()
 	}
 	n, err := t.write(ctx, buf)
 	if err == nil {
@@ -702,10 +717,6 @@ func (t *stdioTransport) flush(ctx context.Context) {
 	}
 	<-t.wmu
 }
-
-// maxKeptWriteBuffer caps the write buffer a transport keeps between
-// writes.
-const maxKeptWriteBuffer = 64 << 10
 
 // writeErr is the error a sender gets for a failed write to stdin.
 func (t *stdioTransport) writeErr(err error) error {

@@ -1132,7 +1132,19 @@ func TestStdioTransport_CloseDuringSends(t *testing.T) {
 // the sender that gets the lock writes them all in one write, and the
 // server gets each message whole, once (each ping is answered under its
 // own id). A queued send whose context ends leaves the queue unsent.
+// Large lines are written in several writes of at most maxPooledLine
+// bytes (one line each, above that).
 func TestStdioTransport_BatchedLines(t *testing.T) {
+	for _, pad := range []int{0, 100 << 10, maxPooledLine + 1} {
+		t.Run(fmt.Sprintf("pad=%d", pad), func(t *testing.T) { testBatchedLines(t, pad) })
+	}
+}
+
+func testBatchedLines(t *testing.T, pad int) {
+	var params json.RawMessage
+	if pad > 0 {
+		params = json.RawMessage(`{"pad":"` + strings.Repeat("x", pad) + `"}`)
+	}
 	tr := newTestStdio(t, "")
 	var mu sync.Mutex
 	answered := map[string]int{}
@@ -1144,11 +1156,14 @@ func TestStdioTransport_BatchedLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.wmu <- struct{}{} // a writer busy elsewhere
-	const n = 20
+	n := 20
+	if pad > 0 {
+		n = 6
+	}
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			errs <- tr.send(context.Background(), jsonrpc.NewRequest(jsonrpc.IntID(int64(i)), "ping", nil))
+			errs <- tr.send(context.Background(), jsonrpc.NewRequest(jsonrpc.IntID(int64(i)), "ping", params))
 		}()
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -85,14 +85,19 @@ type stdioTransport struct {
 	doneErr       error
 	lastLine      string // last stderr line, at most lastStderrMax bytes
 
-	cmd     *exec.Cmd
-	pgid    int
-	pidv    atomic.Int64
-	stdin   *os.File // our end of the child's stdin
-	stdout  *os.File // our end of the child's stdout
-	stderr  *os.File // our end of the child's stderr
-	inOnce  sync.Once
-	signals atomic.Bool // we signalled the group
+	cmd   *exec.Cmd
+	pgid  int
+	pidv  atomic.Int64
+	stdin *os.File // our end of the child's stdin
+	// stdinRaw writes to stdin without the poller's wait (tryWrite), with
+	// tryFn and try; nil if the file has no raw access.
+	stdinRaw syscall.RawConn
+	tryFn    func(fd uintptr) bool
+	try      rawWrite // under wmu
+	stdout   *os.File // our end of the child's stdout
+	stderr   *os.File // our end of the child's stderr
+	inOnce   sync.Once
+	signals  atomic.Bool // we signalled the group
 
 	// wmu serializes writes to stdin. It is a channel so that a sender
 	// waiting behind a writer blocked on a full pipe can give up when its
@@ -270,6 +275,9 @@ func (t *stdioTransport) start(ctx context.Context, recv func(m *jsonrpc.Message
 	t.pgid = cmd.Process.Pid // Setpgid with Pgid 0: the group is named after the child
 	t.pidv.Store(int64(cmd.Process.Pid))
 	t.stdin, t.stdout, t.stderr = inW, outR, errR
+	if rc, err := inW.SyscallConn(); err == nil {
+		t.stdinRaw, t.tryFn = rc, t.writeOnce
+	}
 	t.logger.Debug("server process started", "pid", cmd.Process.Pid)
 
 	t.wg.Add(4)
@@ -726,8 +734,56 @@ func (t *stdioTransport) writeErr(err error) error {
 	return &ConnectionError{Server: t.name, Err: fmt.Errorf("writing to stdin: %w", err)}
 }
 
-// write writes b to stdin, cutting the write short when ctx ends.
+// write writes b to stdin, cutting the write short when ctx ends. It is
+// called under wmu. A first attempt does not wait: a pipe with room (the
+// usual case) takes the whole of b then, and ctx costs nothing; the rest
+// of a full pipe is written by a write that ctx can cut.
 func (t *stdioTransport) write(ctx context.Context, b []byte) (int, error) {
+	n, err := t.tryWrite(b)
+	if err != nil || n == len(b) {
+		return n, err
+	}
+	m, err := t.waitWrite(ctx, b[n:])
+	return n + m, err
+}
+
+// tryWrite makes one write(2) of b to stdin, without waiting for room.
+// It uses t.try, which wmu guards, so that it allocates nothing.
+func (t *stdioTransport) tryWrite(b []byte) (int, error) {
+	if t.stdinRaw == nil {
+		return 0, nil
+	}
+	t.try.b = b
+	err := t.stdinRaw.Write(t.tryFn)
+	n, werr := t.try.n, t.try.err
+	t.try = rawWrite{}
+	switch {
+	case err != nil:
+		return 0, err
+	case werr == syscall.EAGAIN || werr == syscall.EINTR:
+		return 0, nil // the waiting write goes on
+	case werr != nil:
+		return 0, &os.PathError{Op: "write", Path: t.stdin.Name(), Err: werr}
+	}
+	return max(n, 0), nil
+}
+
+// rawWrite is the state of one stdioTransport.tryWrite.
+type rawWrite struct {
+	b   []byte
+	n   int
+	err error
+}
+
+// writeOnce is tryWrite's function for stdinRaw.Write: one write(2), and
+// done whatever it gave.
+func (t *stdioTransport) writeOnce(fd uintptr) bool {
+	t.try.n, t.try.err = syscall.Write(int(fd), t.try.b)
+	return true
+}
+
+// waitWrite writes b to stdin, waiting for room, until ctx ends.
+func (t *stdioTransport) waitWrite(ctx context.Context, b []byte) (int, error) {
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		t.stdin.SetWriteDeadline(time.Unix(1, 0))

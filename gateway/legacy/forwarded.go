@@ -47,19 +47,40 @@ func firstValue(v string) string {
 
 // forwardable returns a client's request header without what must never
 // reach a server: its credentials and cookies. Which of the rest a server
-// gets is its forward_headers' choice. The map is new; its value slices
-// are the request's own, which nothing changes (it is read-only from here
-// on: the upstream transports copy what they forward).
+// gets is its forward_headers' choice. A header without them is returned
+// as it is (no copy per call); else the map is new. Either way its value
+// slices are the request's own, which nothing changes (it is read-only
+// from here on: the upstream transports copy what they forward).
 func forwardable(h http.Header) http.Header {
+	if !hasCredentials(h) {
+		return h
+	}
 	out := make(http.Header, len(h))
 	for k, vs := range h {
-		switch k {
-		case "Authorization", "Proxy-Authorization", "Cookie":
-		default:
+		if !isCredential(k) {
 			out[k] = vs
 		}
 	}
 	return out
+}
+
+func hasCredentials(h http.Header) bool {
+	for k := range h {
+		if isCredential(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// isCredential reports whether the canonical header name k carries a
+// client's credentials.
+func isCredential(k string) bool {
+	switch k {
+	case "Authorization", "Proxy-Authorization", "Cookie":
+		return true
+	}
+	return false
 }
 
 // isTrusted reports whether a is one of the trusted proxies.

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -77,18 +78,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	addr := hostPort(req.URL)
-	c, err := t.conn(ctx, addr)
+	resp, c, err := t.try(ctx, req, addr, false)
+	var werr *writeError
+	if (errors.Is(err, errNoAnswer) || errors.As(err, &werr)) && c.reused && idempotent(req) {
+		// A server that closed an idle connection just as it was taken
+		// (after alive looked): the request goes again on a new one, as
+		// net/http does, when it has no body and may be repeated.
+		resp, c, err = t.try(ctx, req, addr, true)
+	}
 	if err != nil {
 		closeBody(req)
-		return nil, err
-	}
-	// Cancellation cuts the connection's reads and writes short; a
-	// connection it cut is never reused.
-	c.stop = context.AfterFunc(ctx, c.cut)
-	resp, err := c.exchange(req, t.maxHeaderBytes())
-	if err != nil {
-		c.stop()
-		c.close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -101,6 +100,35 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &body{rc: resp.Body, c: c, t: t, reuse: reuse, ctx: ctx}
 	return resp, nil
+}
+
+// try makes one exchange of req on a connection to addr (a new one when
+// fresh), which it returns with the response, or closed with the error.
+func (t *Transport) try(ctx context.Context, req *http.Request, addr string, fresh bool) (*http.Response, *conn, error) {
+	c, err := t.conn(ctx, addr, fresh)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Cancellation cuts the connection's reads and writes short; a
+	// connection it cut is never reused.
+	c.stop = context.AfterFunc(ctx, c.cut)
+	resp, err := c.exchange(req, t.maxHeaderBytes())
+	if err != nil {
+		c.stop()
+		c.close()
+		return nil, c, err
+	}
+	return resp, c, nil
+}
+
+// idempotent reports whether req may be sent again: a method without
+// side effects, and no body.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions:
+		return req.Body == nil || req.Body == http.NoBody
+	}
+	return false
 }
 
 // CloseIdleConnections closes the idle connections, this transport's and
@@ -178,14 +206,16 @@ func (t *Transport) idleTimeout() time.Duration {
 	return DefaultIdleTimeout
 }
 
-// conn returns an idle connection to addr that is still open, or dials one.
-func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
-	for {
+// conn returns an idle connection to addr that is still open, or dials one
+// (always, when fresh).
+func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, error) {
+	for !fresh {
 		c := t.takeIdle(addr)
 		if c == nil {
 			break
 		}
 		if c.alive() {
+			c.reused = true
 			return c, nil
 		}
 		c.nc.Close()
@@ -303,6 +333,7 @@ type conn struct {
 	addr   string
 	idleAt time.Time
 	stop   func() bool // ends the current request's AfterFunc
+	reused bool        // taken from the pool for the current request
 	wasCut atomic.Bool
 }
 
@@ -330,7 +361,7 @@ func (c *conn) done(t *Transport, reuse bool) {
 // exchange writes req and reads the response's status line and header.
 func (c *conn) exchange(req *http.Request, maxHeader int) (*http.Response, error) {
 	if err := c.writeRequest(req); err != nil {
-		return nil, err
+		return nil, &writeError{err}
 	}
 	for {
 		limit := int64(maxHeader) + int64(c.br.Size())
@@ -343,8 +374,8 @@ func (c *conn) exchange(req *http.Request, maxHeader int) (*http.Response, error
 			if errors.Is(err, errHeaderTooLarge) {
 				return nil, fmt.Errorf("server's response header is larger than %d bytes", maxHeader)
 			}
-			if nothing && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-				return nil, fmt.Errorf("server closed the connection before answering: %w", io.ErrUnexpectedEOF)
+			if nothing && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+				return nil, errNoAnswer
 			}
 			return nil, fmt.Errorf("reading the response: %w", err)
 		}
@@ -447,6 +478,17 @@ type limitedConn struct {
 
 var errHeaderTooLarge = errors.New("response header too large")
 
+// writeError is the error of an exchange whose request could not be
+// written.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// errNoAnswer is the error of an exchange whose connection ended before
+// a byte of the answer came.
+var errNoAnswer = fmt.Errorf("server closed the connection before answering: %w", io.ErrUnexpectedEOF)
+
 func (l *limitedConn) Read(p []byte) (int, error) {
 	if l.limit < 0 {
 		return l.nc.Read(p)
@@ -472,16 +514,21 @@ type body struct {
 	ctx   context.Context
 	reuse bool
 	ended atomic.Bool
+	eof   atomic.Bool // ended at its end: later reads get io.EOF again
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.ended.Load() {
+		if b.eof.Load() {
+			return 0, io.EOF
+		}
 		return 0, errBodyClosed
 	}
 	n, err := b.rc.Read(p)
 	switch {
 	case err == io.EOF:
 		if b.ended.CompareAndSwap(false, true) {
+			b.eof.Store(true)
 			b.rc.Close()
 			b.c.done(b.t, b.reuse)
 		}

@@ -642,3 +642,81 @@ func FuzzRoundTrip_Response(f *testing.F) {
 		resp.Body.Close()
 	})
 }
+
+// TestRoundTrip_StaleIdleConnection: the server closed the idle connection
+// after the pool's check. A request that may be repeated (GET, no body)
+// goes again on a new connection; a POST gets the error, as from
+// net/http, since the server may have had it.
+func TestRoundTrip_StaleIdleConnection(t *testing.T) {
+	for _, tt := range []struct {
+		method    string
+		wantErr   bool
+		wantDials int32
+	}{
+		{method: http.MethodGet, wantDials: 2},
+		{method: http.MethodPost, wantErr: true, wantDials: 1},
+	} {
+		t.Run(tt.method, func(t *testing.T) {
+			var dials atomic.Int32
+			var wg sync.WaitGroup
+			t.Cleanup(wg.Wait)
+			tr := newTransport(t)
+			// In-memory connections: the pool cannot peek at them, so
+			// the closed one is taken as alive.
+			tr.DialContext = func(context.Context, string, string) (net.Conn, error) {
+				dials.Add(1)
+				client, server := net.Pipe()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer server.Close()
+					if _, _, err := readRequest(bufio.NewReader(server)); err == nil {
+						io.WriteString(server, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					}
+					// one answer, then the connection is closed
+				}()
+				return client, nil
+			}
+			first, _ := http.NewRequest(http.MethodGet, "http://stale.invalid/mcp", nil)
+			resp, err := tr.RoundTrip(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp) // back to the pool, where the server closes it
+			var body io.Reader
+			if tt.method == http.MethodPost {
+				body = strings.NewReader("{}")
+			}
+			req, _ := http.NewRequest(tt.method, "http://stale.invalid/mcp", body)
+			resp, err = tr.RoundTrip(req)
+			switch {
+			case tt.wantErr && err == nil:
+				resp.Body.Close()
+				t.Fatal("no error for a POST on a closed connection")
+			case !tt.wantErr && err != nil:
+				t.Fatalf("GET on a closed idle connection: %v, want it sent again", err)
+			case !tt.wantErr:
+				if got := readAll(t, resp); got != "ok" {
+					t.Fatalf("body %q", got)
+				}
+			}
+			if n := dials.Load(); n != tt.wantDials {
+				t.Errorf("connections dialed: %d, want %d", n, tt.wantDials)
+			}
+		})
+	}
+}
+
+func TestBody_ReadAfterEnd(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := newTransport(t)
+	resp := post(t, tr, context.Background(), srv.URL, `{}`)
+	if got := readAll(t, resp); got != "ok" {
+		t.Fatalf("body %q", got)
+	}
+	for range 2 {
+		if n, err := resp.Body.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+			t.Fatalf("Read after the end = %d, %v; want 0, io.EOF", n, err)
+		}
+	}
+}

@@ -539,6 +539,29 @@ func TestRoundTrip_RedirectThroughClient(t *testing.T) {
 	}
 }
 
+// TestRoundTrip_UserInformationThroughClient: the user information of a
+// server URL becomes Basic authentication in http.Client, before the
+// transport, and reaches the server through the lean path.
+func TestRoundTrip_UserInformationThroughClient(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		io.WriteString(w, user+":"+pass)
+	})
+	tr := newTransport(t)
+	tr.Fallback.DialContext = func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("the fallback dialed")
+	}
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("alice", "s3cret")
+	resp, err := (&http.Client{Transport: tr}).Get(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "alice:s3cret" {
+		t.Fatalf("server saw Basic %q, want alice:s3cret", got)
+	}
+}
+
 func TestIdleConnections_Expire(t *testing.T) {
 	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	tr := newTransport(t)

@@ -216,6 +216,7 @@ func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, e
 		}
 		if c.alive() {
 			c.reused = true
+			c.br = getReader(&c.lr)
 			return c, nil
 		}
 		c.nc.Close()
@@ -233,9 +234,22 @@ func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, e
 	}
 	c := &conn{nc: nc, addr: addr}
 	c.lr = limitedConn{nc: nc}
-	c.br = bufio.NewReaderSize(&c.lr, 4096)
-	c.bw = bufio.NewWriterSize(nc, 4096)
+	c.br = getReader(&c.lr)
 	return c, nil
+}
+
+// Buffers are pooled: a connection holds a reader while it carries a
+// request, and a writer only while it writes one, so that idle
+// connections and ones waiting for an answer hold none.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+)
+
+func getReader(r io.Reader) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
 }
 
 var defaultDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -268,6 +282,10 @@ func (t *Transport) putIdle(c *conn) {
 		max = DefaultMaxIdlePerHost
 	}
 	c.idleAt = time.Now()
+	// done checked that nothing is buffered.
+	c.br.Reset(nil)
+	readers.Put(c.br)
+	c.br = nil
 	t.mu.Lock()
 	if len(t.idle[c.addr]) >= max {
 		t.mu.Unlock()
@@ -328,8 +346,7 @@ func hostPort(u *url.URL) string {
 type conn struct {
 	nc     net.Conn
 	lr     limitedConn
-	br     *bufio.Reader
-	bw     *bufio.Writer
+	br     *bufio.Reader // nil while idle
 	addr   string
 	idleAt time.Time
 	stop   func() bool // ends the current request's AfterFunc
@@ -410,7 +427,12 @@ func (c *conn) writeRequest(req *http.Request) (err error) {
 	if !validHostHeader(host) {
 		return fmt.Errorf("invalid host %q", host)
 	}
-	w := c.bw
+	w := writers.Get().(*bufio.Writer)
+	w.Reset(c.nc)
+	defer func() {
+		w.Reset(nil)
+		writers.Put(w)
+	}()
 	w.WriteString(method)
 	w.WriteByte(' ')
 	w.WriteString(req.URL.RequestURI())
@@ -443,7 +465,10 @@ func (c *conn) writeRequest(req *http.Request) (err error) {
 	}
 	w.WriteString("\r\n")
 	if hasBody {
-		n, err := io.Copy(w, io.LimitReader(req.Body, req.ContentLength))
+		// Not through a LimitReader: the body's WriteTo (a bytes.Reader's,
+		// through NopCloser) then writes it in one piece, where io.Copy
+		// would take a 32 KiB buffer per request.
+		n, err := io.Copy(w, req.Body)
 		if err != nil {
 			return err
 		}

@@ -620,10 +620,13 @@ func TestIdleConnections_Bounded(t *testing.T) {
 	<-srv.closed
 	<-srv.closed // two of three closed, one kept
 	tr.mu.Lock()
-	n := len(tr.idle[hostPort(&url.URL{Host: srv.Listener.Addr().String()})])
+	idle := tr.idle[hostPort(&url.URL{Host: srv.Listener.Addr().String()})]
 	tr.mu.Unlock()
-	if n != 1 {
-		t.Errorf("idle connections: %d, want 1 (MaxIdlePerHost)", n)
+	if len(idle) != 1 {
+		t.Fatalf("idle connections: %d, want 1 (MaxIdlePerHost)", len(idle))
+	}
+	if idle[0].br != nil {
+		t.Error("an idle connection holds its read buffer")
 	}
 }
 

@@ -552,9 +552,19 @@ func (t *httpTransport) background(f func()) bool {
 	return true
 }
 
+// ender is a response body that tells whether it is over (internal/h1's).
+type ender interface{ Ended() bool }
+
 // release closes a body we stopped reading. What is left is drained in the
 // background, briefly, so that an HTTP/1.1 connection can be reused.
 func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
+	if e, ok := body.(ender); ok && e.Ended() {
+		// Read to its end already, as most answers' streams are by the
+		// time their answer is parsed: nothing to drain.
+		body.Close()
+		cancel()
+		return
+	}
 	ok := t.background(func() {
 		timer := time.AfterFunc(drainTimeout, cancel)
 		defer timer.Stop()

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1228,5 +1229,53 @@ func TestHTTP_SessionExpiryRestores(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, f.methods()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// fakeBody is a response body for release: over or not (ender), and
+// whether it was closed and read.
+type fakeBody struct {
+	ended         bool
+	closed, reads atomic.Int32
+	block         chan struct{} // a read waits on it (nil: EOF at once)
+}
+
+func (b *fakeBody) Ended() bool { return b.ended }
+func (b *fakeBody) Close() error {
+	b.closed.Add(1)
+	return nil
+}
+func (b *fakeBody) Read([]byte) (int, error) {
+	b.reads.Add(1)
+	if b.block != nil {
+		<-b.block
+	}
+	return 0, io.EOF
+}
+
+// TestRelease: a body already over (h1's, read to its end) is closed at
+// once, without a goroutine to drain it; any other is drained in the
+// background before it is closed.
+func TestRelease(t *testing.T) {
+	tr := newHTTPTransport(testServer("http", "http://127.0.0.1:1/mcp"), &ClientOptions{}).(*httpTransport)
+	t.Cleanup(func() { tr.close(context.Background()) })
+
+	over := &fakeBody{ended: true}
+	cancelled := false
+	tr.release(over, func() { cancelled = true })
+	if !cancelled || over.closed.Load() != 1 || over.reads.Load() != 0 {
+		t.Errorf("ended body: cancelled %v, closed %d, read %d times; want true, 1, 0 when release returns", cancelled, over.closed.Load(), over.reads.Load())
+	}
+
+	open := &fakeBody{block: make(chan struct{})}
+	done := make(chan struct{})
+	tr.release(open, func() { close(done) })
+	if open.closed.Load() != 0 {
+		t.Error("a body not over was closed before it was drained")
+	}
+	close(open.block) // the drain's read ends
+	<-done
+	if open.closed.Load() != 1 || open.reads.Load() == 0 {
+		t.Errorf("drained body: closed %d, read %d times; want 1, at least 1", open.closed.Load(), open.reads.Load())
 	}
 }

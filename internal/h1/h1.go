@@ -568,6 +568,11 @@ func (b *body) Read(p []byte) (int, error) {
 
 var errBodyClosed = errors.New("h1: read on closed response body")
 
+// Ended reports whether the body is over: read to its end (its
+// connection is back in the pool already) or closed. A caller that would
+// drain a body to reuse its connection has nothing to do then.
+func (b *body) Ended() bool { return b.ended.Load() }
+
 // Close ends the body; unread, it closes the connection.
 func (b *body) Close() error {
 	b.abandon()

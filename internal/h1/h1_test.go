@@ -746,3 +746,29 @@ func TestBody_ReadAfterEnd(t *testing.T) {
 		}
 	}
 }
+
+func TestBody_Ended(t *testing.T) {
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := newTransport(t)
+	for _, end := range []string{"read", "close"} {
+		t.Run(end, func(t *testing.T) {
+			resp := post(t, tr, context.Background(), srv.URL, `{}`)
+			e, ok := resp.Body.(interface{ Ended() bool })
+			if !ok {
+				t.Fatalf("the body (%T) has no Ended", resp.Body)
+			}
+			if e.Ended() {
+				t.Fatal("Ended before a read")
+			}
+			if end == "read" {
+				io.ReadAll(resp.Body)
+			} else {
+				resp.Body.Close()
+			}
+			if !e.Ended() {
+				t.Errorf("not Ended after %s", end)
+			}
+			resp.Body.Close()
+		})
+	}
+}

@@ -22,12 +22,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults of a Transport's zero settings.
@@ -56,7 +59,8 @@ type Transport struct {
 	// MaxHeaderBytes bounds a response's header.
 	MaxHeaderBytes int
 
-	proxied sync.Map // scheme://host → bool: whether Fallback.Proxy proxies it
+	proxied  sync.Map     // host → bool: whether Fallback.Proxy proxies it
+	nproxied atomic.Int32 // answers kept in proxied
 
 	mu    sync.Mutex
 	idle  map[string][]*conn // by host:port, most recently used last
@@ -179,18 +183,16 @@ func (t *Transport) isProxied(req *http.Request) bool {
 	// the path and query (which may carry secrets) out of the proxy func.
 	probe := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: "http", Host: req.URL.Host}, Header: http.Header{}}
 	u, err := t.Fallback.Proxy(probe)
-	proxied := err != nil || u != nil // an error: the fallback reports it
-	if n := mapLen(&t.proxied); n < 1024 {
+	proxied := err != nil || u != nil   // an error: the fallback reports it
+	if t.nproxied.Load() < maxProxied { // racing stores may pass it by a few
+		t.nproxied.Add(1)
 		t.proxied.Store(key, proxied)
 	}
 	return proxied
 }
 
-func mapLen(m *sync.Map) int {
-	n := 0
-	m.Range(func(any, any) bool { n++; return true })
-	return n
-}
+// maxProxied bounds the hosts whose answer isProxied keeps.
+const maxProxied = 1024
 
 func (t *Transport) maxHeaderBytes() int {
 	if t.MaxHeaderBytes > 0 {
@@ -424,7 +426,7 @@ func (c *conn) writeRequest(req *http.Request) (err error) {
 	if host == "" {
 		host = req.URL.Host
 	}
-	if !validHostHeader(host) {
+	if host == "" || !httpguts.ValidHostHeader(host) {
 		return fmt.Errorf("invalid host %q", host)
 	}
 	w := writers.Get().(*bufio.Writer)
@@ -459,7 +461,7 @@ func (c *conn) writeRequest(req *http.Request) (err error) {
 		for _, v := range vs {
 			w.WriteString(k)
 			w.WriteString(": ")
-			w.WriteString(trimOWS(v))
+			w.WriteString(textproto.TrimString(v))
 			w.WriteString("\r\n")
 		}
 	}
@@ -590,78 +592,19 @@ func (b *body) abandon() {
 	}
 }
 
-// checkHeader checks h's names and values as net/http's Transport does,
-// naming the header without quoting its value (which may be a secret).
+// checkHeader checks h's names and values as net/http's Transport does
+// (httpguts), naming the header without quoting its value (which may be a
+// secret).
 func checkHeader(h http.Header) error {
 	for k, vs := range h {
-		if !validName(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("invalid header field name %q", k)
 		}
 		for _, v := range vs {
-			if !validValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return fmt.Errorf("invalid header field value for %q", k)
 			}
 		}
 	}
 	return nil
-}
-
-// validName reports whether k is an RFC 9110 token.
-func validName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if !isTokenByte(k[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-// validValue reports whether v holds no control character but tab.
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validHostHeader reports whether h can be a Host header: not empty, and
-// neither space nor control characters.
-func validHostHeader(h string) bool {
-	if h == "" {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; c <= ' ' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// trimOWS trims the spaces and tabs around a header value.
-func trimOWS(v string) string {
-	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-		v = v[1:]
-	}
-	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-		v = v[:len(v)-1]
-	}
-	return v
 }

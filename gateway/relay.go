@@ -133,9 +133,10 @@ func (r *relay) mint(kind string) string {
 // withProgress returns params with rename made (when not nil: the
 // upstream's own name) and, when the client sent a progress token and
 // there is someone to notify, with the token replaced by one of ours, all
-// in one copy; and a func that forgets the token. Params that are not an
-// object are an invalidParams error.
-func (r *relay) withProgress(params json.RawMessage, notify func(string, json.RawMessage), rename *rawjson.Edit) (json.RawMessage, func(), error) {
+// in one copy appended to dst (which may be nil); and a func that forgets
+// the token. With nothing to change it returns params itself. Params that
+// are not an object are an invalidParams error.
+func (r *relay) withProgress(dst []byte, params json.RawMessage, notify func(string, json.RawMessage), rename *rawjson.Edit) (json.RawMessage, func(), error) {
 	var token json.RawMessage
 	if notify != nil {
 		if meta, ok, _ := rawjson.Get(params, "_meta"); ok {
@@ -160,7 +161,10 @@ func (r *relay) withProgress(params json.RawMessage, notify func(string, json.Ra
 		all[n] = rawjson.Edit{Key: "_meta", In: in[:]}
 		n++
 	}
-	out, err := rawjson.Apply(params, all[:n]...)
+	if n == 0 {
+		return params, noForget, nil
+	}
+	out, err := rawjson.AppendApply(dst, params, all[:n]...)
 	if err != nil {
 		return nil, noForget, invalidParams("params must be a JSON object")
 	}

@@ -364,40 +364,56 @@ func TestWithProgress(t *testing.T) {
 		{"token alone", `{"_meta":{"progressToken":7,"x":1}}`, notify, nil, `{"_meta":{"progressToken":"TOKEN","x":1}}`, `7`, false},
 		{"rename alone", `{"name":"mcp__s__read","arguments":{}}`, notify, &rename, `{"name":"read","arguments":{}}`, "", false},
 		{"nobody to notify: token kept", `{"_meta":{"progressToken":"c"}}`, nil, nil, `{"_meta":{"progressToken":"c"}}`, "", false},
+		{"nothing to change", `{"name":"read"}`, nil, nil, `{"name":"read"}`, "", false},
 		{"not an object", `[1]`, notify, &rename, ``, "", true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var r relay
-			r.init()
-			out, forget, err := r.withProgress(json.RawMessage(tt.params), tt.notify, tt.rename)
-			if tt.err {
-				if err == nil {
-					t.Fatalf("withProgress = %s, want an error", out)
+		for _, room := range []int{-1, 4, 256} { // no buffer, one too small, one with room
+			t.Run(fmt.Sprintf("%s/buffer %d", tt.name, room), func(t *testing.T) {
+				var r relay
+				r.init()
+				var dst []byte
+				if room >= 0 {
+					dst = make([]byte, 0, room)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ours string
-			for k := range r.progress {
-				ours = k
-			}
-			if got := string(out); got != strings.ReplaceAll(tt.want, "TOKEN", ours) {
-				t.Errorf("params %s, want %s (token %q)", got, tt.want, ours)
-			}
-			if tt.route == "" {
+				params := json.RawMessage(tt.params)
+				out, forget, err := r.withProgress(dst, params, tt.notify, tt.rename)
+				if tt.err {
+					if err == nil {
+						t.Fatalf("withProgress = %s, want an error", out)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ours string
+				for k := range r.progress {
+					ours = k
+				}
+				if got := string(out); got != strings.ReplaceAll(tt.want, "TOKEN", ours) {
+					t.Errorf("params %s, want %s (token %q)", got, tt.want, ours)
+				}
+				// The copy goes into dst when it has the room; with nothing
+				// to change there is no copy at all.
+				switch inDst, inParams := room >= len(out) && &out[0] == &dst[:1][0], &out[0] == &params[0]; {
+				case tt.rename == nil && tt.route == "" && !inParams:
+					t.Error("withProgress copied params it did not change")
+				case (tt.rename != nil || tt.route != "") && inDst != (room >= len(out)):
+					t.Errorf("the copy is in dst: %v, want %v (room %d for %d bytes)", inDst, room >= len(out), room, len(out))
+				}
+				if tt.route == "" {
+					if len(r.progress) != 0 {
+						t.Errorf("routes %v, want none", r.progress)
+					}
+				} else if len(r.progress) != 1 || string(r.progress[ours].token) != tt.route {
+					t.Errorf("route for %q: %+v, want the client's %s", ours, r.progress[ours], tt.route)
+				}
+				forget()
 				if len(r.progress) != 0 {
-					t.Errorf("routes %v, want none", r.progress)
+					t.Errorf("forget left %d routes", len(r.progress))
 				}
-			} else if len(r.progress) != 1 || string(r.progress[ours].token) != tt.route {
-				t.Errorf("route for %q: %+v, want the client's %s", ours, r.progress[ours], tt.route)
-			}
-			forget()
-			if len(r.progress) != 0 {
-				t.Errorf("forget left %d routes", len(r.progress))
-			}
-		})
+			})
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/seal"
@@ -30,7 +31,9 @@ type Upstreams interface {
 	// Call sends a request to the named server on behalf of who and waits
 	// for its result. A server that is not running gives an
 	// *upstream.UnavailableError; a JSON-RPC error from the server is a
-	// *jsonrpc.Error.
+	// *jsonrpc.Error. Call keeps nothing of params once it returns, and
+	// its result does not share params' memory: the core reuses the
+	// buffer of the params it edited for the next call.
 	Call(ctx context.Context, server string, who upstream.Caller, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
 	// Servers returns a snapshot of every server, sorted by name.
 	Servers() []upstream.Status
@@ -664,14 +667,29 @@ func (s *Server) timeout(server string) time.Duration {
 // replaced by one of ours, and the server's requests during the call
 // (elicitation, sampling, roots) go to the client through req.Input, with
 // the call's timeout paused while the client answers.
+//
+// The edited params are built in a pooled buffer, given back once the call
+// is over: Upstreams.Call keeps nothing of them.
 func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit) (json.RawMessage, error) {
-	params, forget, err := s.relay.withProgress(params, req.Notify, rename)
+	var buf []byte
+	if len(params) >= minPooledParams {
+		buf = paramBuffers.Get(len(params) + 64)
+		defer paramBuffers.Put(buf)
+	}
+	params, forget, err := s.relay.withProgress(buf, params, req.Notify, rename)
 	if err != nil {
 		return nil, err
 	}
 	defer forget()
 	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0)
 }
+
+// paramBuffers hold the params forward edits: a tool call's arguments can
+// be large. Smaller params than minPooledParams cost less to allocate, and
+// larger ones than 256 KiB are left to the garbage collector.
+var paramBuffers = bufpool.New(minPooledParams, 256<<10)
+
+const minPooledParams = 1 << 10
 
 // forwardAs is forward to the upstream session of who, with params whose
 // progress token is already the gateway's, bounded by timeout instead of

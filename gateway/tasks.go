@@ -362,7 +362,7 @@ func ptrServer(sc config.Server) *config.Server { return &sc }
 // gateway id.
 func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
 	callerKey, who := s.callerKey(ref.Server, req)
-	params, forget, err := s.relay.withProgress(params, req.SessionNotify, nil)
+	params, forget, err := s.relay.withProgress(nil, params, req.SessionNotify, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -734,7 +734,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	if err != nil {
 		return nil, invalidParams("tools/call params must be a JSON object")
 	}
-	params, forget, err := s.relay.withProgress(params, req.Notify, nil)
+	params, forget, err := s.relay.withProgress(nil, params, req.Notify, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -860,22 +860,19 @@ func (c *Client) hooksFor(rel related, m *jsonrpc.Message) *CallHooks {
 
 // progressToken returns the raw progress token of a request's params
 // (params._meta.progressToken) or of a progress notification's params
-// (params.progressToken), or "".
+// (params.progressToken), or "". It looks at params' members once: a
+// tool call's arguments can be megabytes.
 func progressToken(params json.RawMessage) string {
 	if len(params) == 0 {
 		return ""
 	}
-	if tok, ok, _ := rawjson.Get(params, "progressToken"); ok {
-		return string(tok)
+	var vals [2]json.RawMessage // progressToken, _meta
+	rawjson.GetMany(params, []string{"progressToken", "_meta"}, vals[:])
+	tok, meta := vals[0], vals[1]
+	if tok == nil && meta != nil {
+		tok, _, _ = rawjson.Get(meta, "progressToken")
 	}
-	meta, ok, _ := rawjson.Get(params, "_meta")
-	if !ok {
-		return ""
-	}
-	if tok, ok, _ := rawjson.Get(meta, "progressToken"); ok {
-		return string(tok)
-	}
-	return ""
+	return string(tok)
 }
 
 // logLevels are the levels of notifications/message (RFC 5424, as MCP

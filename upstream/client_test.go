@@ -648,3 +648,26 @@ func TestClient_ServerCancelsItsRequest(t *testing.T) {
 }
 
 func mustJSON(m *jsonrpc.Message) string { b, _ := jsonrpc.Encode(m); return string(b) }
+
+// TestProgressToken reads the token of a request (params._meta) and of a
+// progress notification (params), in one pass over params' members.
+func TestProgressToken(t *testing.T) {
+	for _, tt := range []struct {
+		name, params, want string
+	}{
+		{"request", `{"name":"echo","arguments":{"progressToken":1},"_meta":{"progressToken":"p-1"}}`, `"p-1"`},
+		{"notification", `{"progressToken":7,"progress":1}`, `7`},
+		{"request without a token", `{"name":"echo","_meta":{"traceparent":"x"}}`, ``},
+		{"no _meta", `{"name":"echo","arguments":{}}`, ``},
+		{"a token of params wins over _meta's", `{"_meta":{"progressToken":1},"progressToken":2}`, `2`},
+		{"last duplicate", `{"_meta":{"progressToken":1},"_meta":{"progressToken":3}}`, `3`},
+		{"no params", ``, ``},
+		{"not an object", `[1]`, ``},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := progressToken(json.RawMessage(tt.params)); got != tt.want {
+				t.Errorf("progressToken(%s) = %q, want %q", tt.params, got, tt.want)
+			}
+		})
+	}
+}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sync"
 
+	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -60,28 +60,15 @@ func resultMessage(id jsonrpc.ID, result json.RawMessage) []byte {
 }
 
 // messageBuffers are the buffers of results answered and done with
-// (releaseMessage): a large result would otherwise cost a new buffer of
-// its size, zeroed, per call. The pool keeps buffers of at most
-// maxPooledMessage bytes.
-var messageBuffers sync.Pool // of *[]byte
-
-const maxPooledMessage = 256 << 10
+// (releaseMessage), of 1 KiB to 256 KiB.
+var messageBuffers = bufpool.New(1<<10, 256<<10)
 
 // getMessageBuffer returns an empty buffer with room for n bytes.
-func getMessageBuffer(n int) []byte {
-	if bp, _ := messageBuffers.Get().(*[]byte); bp != nil && cap(*bp) >= n {
-		return (*bp)[:0]
-	}
-	return make([]byte, 0, n)
-}
+func getMessageBuffer(n int) []byte { return messageBuffers.Get(n) }
 
 // releaseMessage gives b, a message from resultMessage that nothing holds
 // any more (written, or copied into a stream's event), back for reuse.
-func releaseMessage(b []byte) {
-	if c := cap(b); c >= 1<<10 && c <= maxPooledMessage {
-		messageBuffers.Put(&b)
-	}
-}
+func releaseMessage(b []byte) { messageBuffers.Put(b) }
 
 // errorMessage returns an error response. A zero id is written as null, as
 // JSON-RPC asks when the request's id is unknown.

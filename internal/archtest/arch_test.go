@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"internal/seal":         {},
 	"internal/sse":          {},
 	"internal/h1":           {},
+	"internal/bufpool":      {},
 	"internal/archtest":     {},
 	"examples/demo-server":  {},
 	"e2e":                   {"internal/rawclient"},

@@ -242,6 +242,25 @@ func Get(obj []byte, key string) (json.RawMessage, bool, error) {
 	return val, found, nil
 }
 
+// GetMany looks up several top-level members of obj in one pass: vals[i]
+// gets the raw value of keys[i] (the last duplicate, as Get), or nil when
+// it is absent. vals must be as long as keys. The values alias obj.
+func GetMany(obj []byte, keys []string, vals []json.RawMessage) error {
+	clear(vals)
+	err := scan(obj, func(keyTok []byte, _, valStart, valEnd int) (bool, error) {
+		for i, key := range keys {
+			if keyIs(keyTok, key) {
+				vals[i] = obj[valStart:valEnd]
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		clear(vals)
+	}
+	return err
+}
+
 // Set returns a copy of obj with the top-level member key set to the raw
 // JSON value val: replaced in place if present (every duplicate of it), or
 // appended at the end. val must be valid JSON; obj is trusted to be (see
@@ -267,10 +286,20 @@ func Apply(obj []byte, edits ...Edit) ([]byte, error) {
 	if len(edits) == 0 {
 		return obj, nil
 	}
+	return AppendApply(nil, obj, edits...)
+}
+
+// AppendApply appends obj with edits made to dst, as Apply makes them,
+// and returns the extended buffer. It grows dst at most once, to the room
+// the edited copy needs. obj must not overlap dst's free room.
+func AppendApply(dst, obj []byte, edits ...Edit) ([]byte, error) {
 	if err := validEdits(edits); err != nil {
 		return nil, err
 	}
-	return appendApply(make([]byte, 0, len(obj)+editsLen(edits)), obj, edits)
+	if need := len(dst) + len(obj) + editsLen(edits); cap(dst) < need {
+		dst = append(make([]byte, 0, need), dst...)
+	}
+	return appendApply(dst, obj, edits)
 }
 
 func validEdits(edits []Edit) error {

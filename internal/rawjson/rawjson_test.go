@@ -98,6 +98,36 @@ func FuzzSet(f *testing.F) {
 	})
 }
 
+func TestGetMany(t *testing.T) {
+	keys := []string{"progressToken", "_meta"}
+	for _, tt := range []struct {
+		name, obj string
+		want      [2]string // "" for absent
+		wantErr   bool
+	}{
+		{name: "both", obj: `{"_meta":{"a":1},"progressToken":"t"}`, want: [2]string{`"t"`, `{"a":1}`}},
+		{name: "one", obj: `{"name":"x","_meta":{}}`, want: [2]string{"", `{}`}},
+		{name: "none", obj: `{"name":"x"}`},
+		{name: "last duplicate wins", obj: `{"_meta":1,"_meta":2}`, want: [2]string{"", "2"}},
+		{name: "escaped key", obj: `{"_m\u0065ta":true}`, want: [2]string{"", "true"}},
+		{name: "nested keys are not members", obj: `{"a":{"_meta":1}}`},
+		{name: "not an object", obj: `[1]`, wantErr: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vals := []json.RawMessage{json.RawMessage("stale"), json.RawMessage("stale")}
+			err := GetMany([]byte(tt.obj), keys, vals)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("GetMany(%s) error %v, want error %v", tt.obj, err, tt.wantErr)
+			}
+			for i := range keys {
+				if string(vals[i]) != tt.want[i] {
+					t.Errorf("GetMany(%s)[%s] = %q, want %q", tt.obj, keys[i], vals[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
 // FuzzGet checks Get against encoding/json on objects it accepts.
 func FuzzGet(f *testing.F) {
 	f.Add([]byte(`{"name":"a","b":[1,{"c":"}"}],"d":"\"x\\"}`), "name")
@@ -107,6 +137,17 @@ func FuzzGet(f *testing.F) {
 			return
 		}
 		raw, ok, err := Get(obj, key)
+		// GetMany finds what Get finds, for each of its keys.
+		keys := []string{key, "name"}
+		vals := make([]json.RawMessage, len(keys))
+		if merr := GetMany(obj, keys, vals); (merr != nil) != (err != nil) {
+			t.Fatalf("GetMany(%q): %v; Get: %v", obj, merr, err)
+		}
+		for i, k := range keys {
+			if one, _, _ := Get(obj, k); !bytes.Equal(one, vals[i]) {
+				t.Fatalf("GetMany(%q) has %q for %q; Get has %q", obj, vals[i], k, one)
+			}
+		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(obj, &m) != nil {
 			if err == nil && (len(bytes.TrimSpace(obj)) == 0 || bytes.TrimSpace(obj)[0] != '{') {
@@ -237,6 +278,18 @@ func TestApply(t *testing.T) {
 			got, err := Apply([]byte(tt.in), tt.edits...)
 			if err != nil || string(got) != tt.want {
 				t.Errorf("Apply = %s, %v; want %s", got, err, tt.want)
+			}
+			// AppendApply keeps what dst holds, and writes in place when
+			// dst has the room.
+			for _, room := range []int{0, 256} {
+				dst := append(make([]byte, 0, room), "prefix:"...)
+				got, err := AppendApply(dst, []byte(tt.in), tt.edits...)
+				if err != nil || string(got) != "prefix:"+tt.want {
+					t.Errorf("AppendApply(room %d) = %s, %v; want prefix:%s", room, got, err, tt.want)
+				}
+				if inPlace := &got[0] == &dst[0]; inPlace != (room > 0) {
+					t.Errorf("AppendApply(room %d) wrote in place: %v", room, inPlace)
+				}
 			}
 		})
 	}

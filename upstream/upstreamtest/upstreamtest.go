@@ -4,6 +4,7 @@
 package upstreamtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -106,7 +107,9 @@ func (m *Manager) emit(ev upstream.Event) {
 	}
 }
 
-// Call implements gateway.Upstreams.
+// Call implements gateway.Upstreams. Server.Handle gets a copy of params,
+// as a real server gets their encoding: the core reuses the buffer of the
+// params it sent once Call returns, so a handler may keep or return them.
 func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
 	m.mu.Lock()
 	s, ok := m.servers[server]
@@ -120,7 +123,7 @@ func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, 
 	if s.Handle == nil {
 		return json.RawMessage(`{}`), nil
 	}
-	return s.Handle(context.WithValue(ctx, callerKey{}, who), method, params, hooks)
+	return s.Handle(context.WithValue(ctx, callerKey{}, who), method, bytes.Clone(params), hooks)
 }
 
 // EndSession implements gateway.Upstreams; it records the session.

@@ -101,8 +101,13 @@ type Event struct {
 // eventStore is a ring of the last events with a dedup index, written
 // through to an EventStore when it has one.
 type eventStore struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// ring grows to size as events come, then wraps: until it is full,
+	// len(ring) == next. A ring allocated whole at start would be half a
+	// megabyte of heap that holds nothing on most gateways, and that the
+	// garbage collector scans on every cycle.
 	ring   []ringEvent
+	size   int
 	next   int
 	full   bool
 	window time.Duration
@@ -141,7 +146,7 @@ type dedup struct {
 }
 
 func newEventStore(size int, window time.Duration) *eventStore {
-	return &eventStore{ring: make([]ringEvent, size), window: window, seen: map[string]dedup{}, now: time.Now}
+	return &eventStore{size: size, window: window, seen: map[string]dedup{}, now: time.Now}
 }
 
 // persist makes e write its events to st, with calls bounded by life and
@@ -206,14 +211,18 @@ func (e *eventStore) add(server, method string, params json.RawMessage) bool {
 		ev.Time = now.UTC() // as the store returns it
 		e.unsynced++
 	}
-	e.ring[e.next] = ringEvent{Event: ev}
+	if e.full {
+		e.ring[e.next] = ringEvent{Event: ev}
+	} else {
+		e.ring = append(e.ring, ringEvent{Event: ev})
+	}
 	e.seen[key] = dedup{at: now, pos: e.next}
 	e.next++
-	if e.next == len(e.ring) {
+	if e.next == e.size {
 		e.next, e.full = 0, true
 	}
 	// Drop dedup entries past the window, so the index stays small.
-	if len(e.seen) > 2*len(e.ring) {
+	if len(e.seen) > 2*e.size {
 		for k, d := range e.seen {
 			if now.Sub(d.at) >= e.window {
 				delete(e.seen, k)

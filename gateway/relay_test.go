@@ -332,8 +332,16 @@ func TestRelay_OtherNotifications(t *testing.T) {
 
 func TestEventStore_Bounded(t *testing.T) {
 	e := newEventStore(3, time.Minute)
+	if len(e.ring) != 0 {
+		t.Errorf("a new ring holds %d slots, want none until events come", len(e.ring))
+	}
 	for i := range 5 {
 		e.add("s", "event/x", json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)))
+		// The ring grows with the events up to its size, oldest first.
+		got := e.list()
+		if n := min(i+1, 3); len(got) != n || len(e.ring) != n || string(got[n-1].Params) != fmt.Sprintf(`{"i":%d}`, i) {
+			t.Fatalf("after %d events: ring of %d, list = %+v", i+1, len(e.ring), got)
+		}
 	}
 	got := e.list()
 	if len(got) != 3 || string(got[0].Params) != `{"i":2}` || string(got[2].Params) != `{"i":4}` {

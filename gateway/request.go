@@ -16,7 +16,7 @@ type Request struct {
 	// Method is the JSON-RPC method, such as "tools/call".
 	Method string
 	// Params are the request's params exactly as the client sent them, or
-	// nil.
+	// nil. They may sit in a buffer the edge reuses once Handle returns.
 	Params json.RawMessage
 	// Principal is who is asking. Sessions, tasks and media belong to it.
 	Principal string

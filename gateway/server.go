@@ -609,6 +609,11 @@ func (s *Server) flush() {
 // Handle answers one request. The error, when not nil, is a *jsonrpc.Error
 // ready for the client, or the context's error when ctx ended (the client
 // went away or cancelled; nothing is to be written).
+//
+// Handle keeps nothing of req.Params once it returns, and its result does
+// not share their memory: the edge reuses the buffer of a request's body
+// for the next one. What outlives the call (a hosted task's background
+// call) works on a copy.
 func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
 	return s.Observe(ctx, req, func(ctx context.Context) (*Result, error) { return s.handle(ctx, req) })
 }

@@ -845,6 +845,7 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 	// The background call: the client's progress goes to its session, and
 	// the server's input requests wait for a tasks/result to answer them.
 	bgReq := *req
+	bgReq.Params = params // a copy: req's may be reused once Handle returns
 	bgReq.Notify = req.SessionNotify
 	bgReq.Input = func(ictx context.Context, method string, p json.RawMessage) (json.RawMessage, error) {
 		return s.hostedInput(ictx, rec.ID, lt, method, p)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -130,6 +131,11 @@ func (h *Handler) post(c echo.Context) error {
 	switch m := msgs[0]; {
 	case m.IsRequest():
 		h.request(w, r, s, m)
+		// Answered, and the core keeps nothing of the params (see
+		// gateway.Server.Handle): the body's buffer is free. (A batch's
+		// calls may outlive their POST, and a notification or a response
+		// may be kept: their bodies are left to the garbage collector.)
+		releaseBody(body)
 	case m.IsNotification():
 		h.notification(s, m)
 		w.WriteHeader(http.StatusAccepted)
@@ -171,12 +177,18 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 // readBodyBytes reads a request body to its end. With its length known
 // (n >= 0, within the limit) it reads into one buffer of that size, which
 // net/http's body ends at: io.ReadAll would grow a buffer from 512 bytes,
-// allocating about four times a large body's size.
+// allocating about four times a large body's size. A body of
+// minPooledBody bytes or more is read into a buffer of bodyBuffers.
 func readBodyBytes(r io.Reader, n int64) ([]byte, error) {
-	if n < 0 {
+	var body []byte
+	switch {
+	case n < 0:
 		return io.ReadAll(r)
+	case n >= minPooledBody:
+		body = bodyBuffers.Get(int(n))[:n]
+	default:
+		body = make([]byte, n)
 	}
-	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, err
 	}
@@ -702,3 +714,15 @@ func (h *Handler) delete(c echo.Context) error {
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
+
+// bodyBuffers hold the bodies of requests answered (releaseBody): with a
+// large tool argument, the body was half the bytes mcpgw allocated per
+// call. Smaller bodies than minPooledBody cost less to allocate.
+var bodyBuffers = bufpool.New(minPooledBody, 256<<10)
+
+const minPooledBody = 1 << 10
+
+// releaseBody gives the buffer of a request's body back once nothing
+// holds any of it. Tests replace it to scribble over the body instead,
+// which shows what was kept of it.
+var releaseBody = bodyBuffers.Put

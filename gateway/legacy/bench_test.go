@@ -217,7 +217,10 @@ func (e *benchEdge) initialize(b *testing.B, version string) string {
 // set the core and the edge up as cmd/mcpgw does (a media store, the
 // metrics SDK). small_httptest_server sends the call over loopback
 // HTTP/1.1 with keep-alive to an httptest.Server instead, so it also
-// counts net/http's client and server.
+// counts net/http's client and server. 64KiB_argument sends a 64 KiB
+// argument (a small result): the request body and the params the core
+// edits come from pools (the in-memory upstream's own copy of the params,
+// which a real transport encodes into a pooled line, remains).
 func BenchmarkPost_ToolsCall(b *testing.B) {
 	for _, bc := range []struct {
 		name       string
@@ -225,18 +228,20 @@ func BenchmarkPost_ToolsCall(b *testing.B) {
 		tool       string
 		production bool
 		server     bool
+		arg        int // bytes of argument text beyond the path
 	}{
-		{"2025-11-25/small", V20251125, "small", false, false},
-		{"2025-11-25/64KiB", V20251125, "big", false, false},
-		{"2025-03-26/small", V20250326, "small", false, false},
-		{"2025-11-25/small_production", V20251125, "small", true, false},
-		{"2025-11-25/64KiB_production", V20251125, "big", true, false},
-		{"2025-11-25/small_httptest_server", V20251125, "small", false, true},
+		{"2025-11-25/small", V20251125, "small", false, false, 0},
+		{"2025-11-25/64KiB", V20251125, "big", false, false, 0},
+		{"2025-11-25/64KiB_argument", V20251125, "small", false, false, 64 << 10},
+		{"2025-03-26/small", V20250326, "small", false, false, 0},
+		{"2025-11-25/small_production", V20251125, "small", true, false, 0},
+		{"2025-11-25/64KiB_production", V20251125, "big", true, false, 0},
+		{"2025-11-25/small_httptest_server", V20251125, "small", false, true, 0},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			e := newBenchEdge(b, bc.production)
 			sid := e.initialize(b, bc.version)
-			body := []byte(`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"mcp__files__` + bc.tool + `","arguments":{"path":"/srv/data/reports/2025/q3.txt","limit":200},"_meta":{"progressToken":"p-17"}}}`)
+			body := []byte(`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"mcp__files__` + bc.tool + `","arguments":{"path":"/srv/data/reports/2025/q3.txt","limit":200,"text":"` + strings.Repeat("x", bc.arg) + `"},"_meta":{"progressToken":"p-17"}}}`)
 			base := e.request(sid, bc.version)
 			call := func() (status int, ctype string, answer []byte) {
 				w := e.serve(base, body)

@@ -62,3 +62,17 @@ func TestPool_Concurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestPool_PutDropsWithoutAllocating: a buffer the pool does not keep
+// costs nothing to give back (only a kept one costs sync.Pool's slice
+// header).
+func TestPool_PutDropsWithoutAllocating(t *testing.T) {
+	p := New(1<<10, 256<<10)
+	small, large := make([]byte, 100), make([]byte, 0, 1<<20)
+	if n := testing.AllocsPerRun(100, func() {
+		p.Put(small)
+		p.Put(large)
+	}); n != 0 {
+		t.Errorf("Put of buffers outside the bounds allocates %v times, want 0", n)
+	}
+}

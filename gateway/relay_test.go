@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -422,6 +423,28 @@ func TestWithProgress(t *testing.T) {
 					t.Errorf("forget left %d routes", len(r.progress))
 				}
 			})
+		}
+	}
+}
+
+// TestEditRoom: a buffer of editRoom bytes holds the edited params
+// without growing, with the longest progress token the relay mints and a
+// long tool name, so forward's pooled buffer is the one used.
+func TestEditRoom(t *testing.T) {
+	var r relay
+	r.init()
+	r.next.Store(math.MaxUint64 - 1) // the next token is the longest
+	params := json.RawMessage(`{"name":"mcp__s__x","arguments":{"text":"` + strings.Repeat("x", 2000) + `"},"_meta":{"progressToken":"c"}}`)
+	for _, name := range []string{"x", strings.Repeat("n", 128), "a \"quoted\" name"} {
+		rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(nil, name)}
+		dst := make([]byte, 0, editRoom(params, &rename))
+		out, forget, err := r.withProgress(dst, params, func(string, json.RawMessage) {}, &rename)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forget()
+		if &out[0] != &dst[:1][0] {
+			t.Errorf("name %q: the edited params (%d bytes) outgrew a buffer of editRoom = %d", name, len(out), cap(dst))
 		}
 	}
 }

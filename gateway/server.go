@@ -678,7 +678,7 @@ func (s *Server) timeout(server string) time.Duration {
 func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit) (json.RawMessage, error) {
 	var buf []byte
 	if len(params) >= minPooledParams {
-		buf = paramBuffers.Get(len(params) + 64)
+		buf = paramBuffers.Get(editRoom(params, rename))
 		defer paramBuffers.Put(buf)
 	}
 	params, forget, err := s.relay.withProgress(buf, params, req.Notify, rename)
@@ -695,6 +695,17 @@ func (s *Server) forward(ctx context.Context, req *Request, server, method strin
 var paramBuffers = bufpool.New(minPooledParams, 256<<10)
 
 const minPooledParams = 1 << 10
+
+// editRoom is the room withProgress needs to edit params: their length,
+// the new name, and our progress token (at most 56 bytes with its key,
+// _meta's and the separators).
+func editRoom(params json.RawMessage, rename *rawjson.Edit) int {
+	room := len(params) + 64
+	if rename != nil {
+		room += len(rename.Key) + len(rename.Val) + 4
+	}
+	return room
+}
 
 // forwardAs is forward to the upstream session of who, with params whose
 // progress token is already the gateway's, bounded by timeout instead of

@@ -4,8 +4,25 @@
 # small call as a multiple of the floor's (a bare net/http echo server) at
 # the same session count, beside issue 10's targets in the same unit.
 def r(x): if x == null then "–" else ((x * 10 | round) / 10 | tostring) end;
+def median: map(select(. != null)) | sort
+  | if length == 0 then null elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+# collapse: one report per case and via, in the order of their first
+# runs, with the rounds' medians; errors are summed. Peak RSS is the first
+# round's: it is the process's peak since it started (VmHWM), and in later
+# rounds that includes the larger cases of the rounds before.
+def collapse: to_entries | map(.value + {order: .key}) | group_by([.case, .via]) | map(
+  . as $runs | $runs[0] + {
+    rounds: length,
+    rps: (map(.rps) | median),
+    latency_us: (($runs[0].latency_us // {}) + {p50: (map(.latency_us.p50) | median), p99: (map(.latency_us.p99) | median)}),
+    watched: (if $runs[0].watched == null then null else $runs[0].watched + {
+      cpu_us_per_req: (map(.watched.cpu_us_per_req) | median),
+      children_cpu_us_per_req: (map(.watched.children_cpu_us_per_req) | median),
+      peak_rss_mib: (min_by(.round // 1) | .watched.peak_rss_mib)} end),
+    errors: (map(.errors) | add)}) | sort_by(.order);
 def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b * 100 | round) / 100 | tostring) + "×" end;
-group_by(.case) as $cases
+collapse
+| group_by(.case) as $cases
 | "| case | via | req/s | ×direct | p50 µs | p99 µs | p50 added µs | server CPU µs/req | its children µs/req | peak RSS MiB | errors |",
   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ($cases[] | (map(select(.via == "direct")) | first) as $d

@@ -7,6 +7,14 @@
 #
 #   scripts/bench.sh                  # the full set, 10 s per run
 #   DURATION=3s scripts/bench.sh      # quicker, noisier
+#   ROUNDS=3 DURATION=5s scripts/bench.sh   # the published run
+#
+# The small-call cases (the floor, then each upstream directly and through
+# mcpgw, at each session count) and the 64 KiB case run ROUNDS times
+# (default 1), interleaved: on a shared machine the speed drifts within
+# minutes, and each case's direct and mcpgw runs then see the same drift.
+# The table gives each figure's median over the rounds and the ratios of
+# those medians. Peak RSS is the first round's (see bench-table.jq).
 #
 # With two or more CPUs, the servers (mcpgw and the upstreams) run on CPU 0
 # and the load tool on CPU 1 (taskset), so that they do not compete.
@@ -20,6 +28,7 @@ OUT=${OUT:-bench-results.jsonl}
 SESSIONS=${SESSIONS:-"1 8 64"}
 IDLE=${IDLE:-10000}
 TOOLS=${TOOLS:-10000}
+ROUNDS=${ROUNDS:-1}
 
 work=$(mktemp -d)
 bin=$work/bin
@@ -84,7 +93,8 @@ start_gateway() {
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 # run LABEL MODE ARGS...: one run of the load tool, its JSON report tagged
-# with the case and appended to $OUT.
+# with the case and the round and appended to $OUT.
+round=1
 run() {
   local label=$1 via=$2
   shift 2
@@ -92,7 +102,7 @@ run() {
   local rep
   rep=$("${load_cpu[@]}" "$bin/mcpgw-bench" -json -duration "$DURATION" "$@" || true)
   [ -n "$rep" ] || { echo "    no report" >&2; return; }
-  jq -c --arg case "$label" --arg via "$via" '. + {case: $case, via: $via}' <<<"$rep" >>"$OUT"
+  jq -c --arg case "$label" --arg via "$via" --argjson round "$round" '. + {case: $case, via: $via, round: $round}' <<<"$rep" >>"$OUT"
 }
 
 # start_http_server BIN: runs BIN -http on a free port on the servers'
@@ -107,39 +117,36 @@ start_http_server() {
   wait_port "$port"
 }
 
-echo "the floor: a bare net/http + encoding/json echo server" >&2
-# Issue 10's CPU targets are stated against this floor ("about 24 us per
-# request on this machine"); measured in the same run, it says how fast
-# the machine is today, and the table's last lines divide by it.
+# The servers of the small-call cases all stay up through the rounds,
+# idle but for the case being measured: the floor (issue 10's CPU targets
+# are stated against it, "about 24 us per request on this machine";
+# measured beside mcpgw it says how fast the machine is at that moment,
+# and the table's last lines divide by it), the HTTP demo server, and a
+# gateway in front of each upstream.
+echo "starting the servers" >&2
 start_http_server "$bin/floorserver"
-for s in $SESSIONS; do
-  run "floor echo, $s sessions" floor -url "$srv_url" -sessions "$s" -tool echo -watch "$srv_pid"
-done
-stop "$srv_pid"
-
-echo "echo over stdio" >&2
-for s in $SESSIONS; do
-  run "echo stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/demo-server"
-done
-start_gateway "  - {name: demo, transport: stdio, command: $bin/demo-server}"
-for s in $SESSIONS; do
-  run "echo stdio, $s sessions" mcpgw -url "$gw_url" -sessions "$s" -tool mcp__demo__echo -watch "$gw_pid"
-done
-run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gw_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gw_pid"
-stop "$gw_pid"
-run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
-
-echo "echo over HTTP" >&2
+floor_pid=$srv_pid floor_url=$srv_url
 start_http_server "$bin/demo-server"
-for s in $SESSIONS; do
-  run "echo http, $s sessions" direct -url "$srv_url" -sessions "$s" -tool echo -watch "$srv_pid"
+http_pid=$srv_pid http_url=$srv_url
+start_gateway "  - {name: demo, transport: stdio, command: $bin/demo-server}"
+gws_pid=$gw_pid gws_url=$gw_url
+start_gateway "  - {name: demo, transport: http, url: $http_url}"
+gwh_pid=$gw_pid gwh_url=$gw_url
+
+for round in $(seq 1 "$ROUNDS"); do
+  echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP, 64 KiB" >&2
+  for s in $SESSIONS; do
+    run "floor echo, $s sessions" floor -url "$floor_url" -sessions "$s" -tool echo -watch "$floor_pid"
+    run "echo stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/demo-server"
+    run "echo stdio, $s sessions" mcpgw -url "$gws_url" -sessions "$s" -tool mcp__demo__echo -watch "$gws_pid"
+    run "echo http, $s sessions" direct -url "$http_url" -sessions "$s" -tool echo -watch "$http_pid"
+    run "echo http, $s sessions" mcpgw -url "$gwh_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwh_pid"
+  done
+  run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
+  run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gws_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gws_pid"
 done
-start_gateway "  - {name: demo, transport: http, url: $srv_url}"
-for s in $SESSIONS; do
-  run "echo http, $s sessions" mcpgw -url "$gw_url" -sessions "$s" -tool mcp__demo__echo -watch "$gw_pid"
-done
-stop "$gw_pid"
-stop "$srv_pid"
+round=1
+for p in "$gws_pid" "$gwh_pid" "$http_pid" "$floor_pid"; do stop "$p"; done
 
 echo "tools/list of $TOOLS tools" >&2
 names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)
@@ -157,6 +164,6 @@ stop "$gw_pid"
 
 # The table: each case through mcpgw beside its direct run.
 echo
-echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr), $(go version | cut -d' ' -f3); servers on CPU 0, load tool on CPU 1: ${load_cpu[*]:-no}; runs of $DURATION."
+echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr), $(go version | cut -d' ' -f3); servers on CPU 0, load tool on CPU 1: ${load_cpu[*]:-no}; runs of $DURATION; $ROUNDS interleaved round(s) of the floor, echo and 64 KiB cases (medians; peak RSS: the first round's)."
 echo
 jq -rs -f scripts/bench-table.jq "$OUT"

@@ -29,6 +29,10 @@ SESSIONS=${SESSIONS:-"1 8 64"}
 IDLE=${IDLE:-10000}
 TOOLS=${TOOLS:-10000}
 ROUNDS=${ROUNDS:-1}
+if ! [[ $ROUNDS =~ ^[1-9][0-9]*$ ]]; then
+  echo "ROUNDS must be a whole number of 1 or more, not \"$ROUNDS\"" >&2
+  exit 2
+fi
 
 work=$(mktemp -d)
 bin=$work/bin

@@ -9,8 +9,9 @@ import (
 
 // alive reports whether an idle connection can carry a request: the server
 // has neither closed it nor sent anything on it (an idle connection has
-// nothing to read; its buffer was empty when it went idle). It peeks without blocking, one system call, so that a
-// server's idle timeout does not fail the next request.
+// nothing to read; its buffer was empty when it went idle). It peeks
+// without blocking, one system call, so that a server's idle timeout does
+// not fail the next request.
 func (c *conn) alive() bool {
 	sc, ok := c.nc.(syscall.Conn)
 	if !ok {

@@ -122,7 +122,7 @@ func newBenchEdge(b *testing.B, production bool) *benchEdge {
 	b.Helper()
 	// Benchmarks measure the pool as it runs in production, not the
 	// tests' scribbling (see body_test.go). They run after every test.
-	releaseBody = bodyBuffers.Put
+	releaseBody = buffers.Put
 	small, big := benchToolResult(100), benchToolResult(64<<10)
 	srv := &upstreamtest.Server{
 		Name:  "files",

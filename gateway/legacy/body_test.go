@@ -29,7 +29,7 @@ func init() {
 func TestPost_ReleasesBody(t *testing.T) {
 	e := newEnv(t, Options{})
 	sid := e.initialize(V20251125)
-	big := strings.Repeat("x", minPooledBody)
+	big := strings.Repeat("x", 1<<10) // a body large enough for the pool
 	for _, tc := range []struct {
 		name, body string
 		released   int64

@@ -51,7 +51,7 @@ func resultMessage(id jsonrpc.ID, result json.RawMessage) []byte {
 	if len(result) == 0 {
 		result = json.RawMessage(`{}`)
 	}
-	b := getMessageBuffer(len(result) + len(id.Raw()) + 40)
+	b := buffers.Get(len(result) + len(id.Raw()) + 40)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, idJSON(id)...)
 	b = append(b, `,"result":`...)
@@ -59,16 +59,13 @@ func resultMessage(id jsonrpc.ID, result json.RawMessage) []byte {
 	return append(b, '}')
 }
 
-// messageBuffers are the buffers of results answered and done with
-// (releaseMessage), of 1 KiB to 256 KiB.
-var messageBuffers = bufpool.New(1<<10, 256<<10)
-
-// getMessageBuffer returns an empty buffer with room for n bytes.
-func getMessageBuffer(n int) []byte { return messageBuffers.Get(n) }
+// buffers are the buffers of the edge's messages done with: request
+// bodies (releaseBody) and answers (releaseMessage), of 1 KiB to 256 KiB.
+var buffers = bufpool.New(1<<10, 256<<10)
 
 // releaseMessage gives b, a message from resultMessage that nothing holds
 // any more (written, or copied into a stream's event), back for reuse.
-func releaseMessage(b []byte) { messageBuffers.Put(b) }
+func releaseMessage(b []byte) { buffers.Put(b) }
 
 // errorMessage returns an error response. A zero id is written as null, as
 // JSON-RPC asks when the request's id is unknown.

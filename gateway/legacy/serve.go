@@ -16,7 +16,6 @@ import (
 
 	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/gateway"
-	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -177,18 +176,13 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 // readBodyBytes reads a request body to its end. With its length known
 // (n >= 0, within the limit) it reads into one buffer of that size, which
 // net/http's body ends at: io.ReadAll would grow a buffer from 512 bytes,
-// allocating about four times a large body's size. A body of
-// minPooledBody bytes or more is read into a buffer of bodyBuffers.
+// allocating about four times a large body's size. The buffer comes from
+// buffers (a new one for a small body).
 func readBodyBytes(r io.Reader, n int64) ([]byte, error) {
-	var body []byte
-	switch {
-	case n < 0:
+	if n < 0 {
 		return io.ReadAll(r)
-	case n >= minPooledBody:
-		body = bodyBuffers.Get(int(n))[:n]
-	default:
-		body = make([]byte, n)
 	}
+	body := buffers.Get(int(n))[:n]
 	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, err
 	}
@@ -715,14 +709,8 @@ func (h *Handler) delete(c echo.Context) error {
 	return nil
 }
 
-// bodyBuffers hold the bodies of requests answered (releaseBody): with a
-// large tool argument, the body was half the bytes mcpgw allocated per
-// call. Smaller bodies than minPooledBody cost less to allocate.
-var bodyBuffers = bufpool.New(minPooledBody, 256<<10)
-
-const minPooledBody = 1 << 10
-
 // releaseBody gives the buffer of a request's body back once nothing
-// holds any of it. Tests replace it to scribble over the body instead,
-// which shows what was kept of it.
-var releaseBody = bodyBuffers.Put
+// holds any of it: with a large tool argument, the body was half the
+// bytes mcpgw allocated per call. Tests replace it to scribble over the
+// body instead, which shows what was kept of it.
+var releaseBody = buffers.Put

@@ -24,9 +24,12 @@ func New(min, max int) *Pool {
 }
 
 // Get returns an empty buffer with room for n bytes: a kept one that has
-// the room, else a new one. A kept one that is too small is dropped.
+// the room, else a new one. A kept one that is too small is dropped. A
+// need below the pool's minimum always gets a new buffer of its size, so
+// that a small message that is never given back takes no kept buffer
+// with it.
 func (p *Pool) Get(n int) []byte {
-	if n <= p.max {
+	if p.min <= n && n <= p.max {
 		if bp, _ := p.p.Get().(*[]byte); bp != nil && cap(*bp) >= n {
 			return (*bp)[:0]
 		}

@@ -15,6 +15,7 @@ func TestPool(t *testing.T) {
 		{name: "exactly the room", put: 4096, get: 4096, reused: true},
 		{name: "too small for the next call", put: 2048, get: 4096},
 		{name: "below min", put: 512, get: 100},
+		{name: "a small need takes no kept buffer", put: 4096, get: 100},
 		{name: "above max", put: 1 << 20, get: 4096},
 		{name: "room above max", put: 64 << 10, get: 1 << 20},
 	} {

@@ -296,6 +296,7 @@ func readRequest(br *bufio.Reader) (*http.Request, []byte, error) {
 }
 
 func TestRoundTrip_ServerClosedTheIdleConnection(t *testing.T) {
+	closed := make(chan struct{}, 3)
 	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
 		if _, _, err := readRequest(br); err != nil {
 			return
@@ -303,12 +304,19 @@ func TestRoundTrip_ServerClosedTheIdleConnection(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		// and closes the connection, without saying so, as a server's
 		// idle timeout does
+		c.Close()
+		closed <- struct{}{}
 	})
 	tr := newTransport(t)
 	for i := range 3 {
 		if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
 			t.Fatalf("request %d: %q", i, got)
 		}
+		// The close must come while the connection is idle, as an idle
+		// timeout's does. Were the next POST written first, the server
+		// would close under a request in flight, which a POST cannot
+		// survive (it is not retried: it may have been acted on).
+		<-closed
 	}
 	if n := srv.accepted.Load(); n != 3 {
 		t.Errorf("connections: %d, want 3", n)

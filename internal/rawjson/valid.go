@@ -1,6 +1,7 @@
 package rawjson
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 )
@@ -142,8 +143,8 @@ var isHex = func() (t [256]bool) {
 	return t
 }()
 
-// Bytes repeated in every lane of a uint64, for the SWAR test in
-// validString.
+// Bytes repeated in every lane of a uint64, for the SWAR tests of
+// validString and indexControl.
 const (
 	lanes01    = 0x0101010101010101
 	lanes80    = 0x8080808080808080
@@ -155,14 +156,19 @@ const (
 // validString checks the string whose opening quote is at data[i-1] and
 // returns the index after its closing quote, or -1.
 func validString(data []byte, i int) int {
+	var lr longRuns
 	for {
-		// Skip plain bytes eight at a time. A lane of t has its high bit
+		// Skip a run of plain bytes. Most runs are short: keys, names, and
+		// text with an escaped newline on every line. They are read eight
+		// bytes at a time, in one register. A lane of t has its high bit
 		// set when the byte is below 0x20, a quote or a backslash (the
 		// "haszero" and "hasless" tricks of Bit Twiddling Hacks). A borrow
 		// can set lanes above a flagged one, never below, so the lowest
 		// set bit is the first byte that ends the run. Bytes of 0x80 and
-		// above are plain, and ^x clears their lanes.
-		for len(data)-i >= 8 {
+		// above are plain, and ^x clears their lanes. A run longer than
+		// shortRun (a base64 blob, a long line) is left to lr, which finds
+		// its end several times faster.
+		for n := 0; len(data)-i >= 8; {
 			x := binary.LittleEndian.Uint64(data[i:])
 			t := (x - lanesSpace) | ((x ^ lanesQuote) - lanes01) | ((x ^ lanesBack) - lanes01)
 			if t &= ^x & lanes80; t != 0 {
@@ -170,6 +176,10 @@ func validString(data []byte, i int) int {
 				break
 			}
 			i += 8
+			if n += 8; n == shortRun {
+				i = lr.end(data, i)
+				break
+			}
 		}
 		for i < len(data) && !endsRun[data[i]] {
 			i++
@@ -199,6 +209,78 @@ func validString(data []byte, i int) int {
 			return -1
 		}
 	}
+}
+
+// shortRun is how many plain bytes validString reads eight at a time
+// before it takes a run for a long one.
+const shortRun = 64
+
+// longRuns finds where the long runs of one string end. It looks for the
+// next quote, and for the next backslash before that quote, with the
+// vectorized bytes.IndexByte, and checks only the bytes up to the first of
+// them for control characters. It keeps the two positions it found for
+// the string's later runs, so that each byte is searched once however many
+// escapes the string has. Both are absolute indexes into data, and valid
+// while they are at or after the run's start; the zero value has looked
+// for nothing (a string's first byte is at 1 or later).
+type longRuns struct {
+	quote int // the next quote, or len(data) when there is none
+	back  int // the next backslash before quote, or quote when there is none
+}
+
+// end returns the index of the first byte at or after i that ends a run of
+// plain string bytes (see endsRun), or len(data).
+func (lr *longRuns) end(data []byte, i int) int {
+	if lr.quote < i {
+		// back <= the old quote < i: both are looked for again.
+		if q := bytes.IndexByte(data[i:], '"'); q >= 0 {
+			lr.quote = i + q
+		} else {
+			lr.quote = len(data)
+		}
+	}
+	if lr.back < i {
+		if b := bytes.IndexByte(data[i:lr.quote], '\\'); b >= 0 {
+			lr.back = i + b
+		} else {
+			lr.back = lr.quote
+		}
+	}
+	if c := indexControl(data[i:lr.back]); c >= 0 {
+		return i + c
+	}
+	return lr.back
+}
+
+// indexControl returns the index of the first byte of b below 0x20, or -1.
+// It tests 32 bytes per branch (the "hasless" trick of validString, on
+// four registers), then finds the byte eight at a time.
+func indexControl(b []byte) int {
+	n := len(b)
+	for len(b) >= 32 {
+		x0 := binary.LittleEndian.Uint64(b)
+		x1 := binary.LittleEndian.Uint64(b[8:])
+		x2 := binary.LittleEndian.Uint64(b[16:])
+		x3 := binary.LittleEndian.Uint64(b[24:32])
+		t := ((x0 - lanesSpace) &^ x0) | ((x1 - lanesSpace) &^ x1) | ((x2 - lanesSpace) &^ x2) | ((x3 - lanesSpace) &^ x3)
+		if t&lanes80 != 0 {
+			break
+		}
+		b = b[32:]
+	}
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		if t := (x - lanesSpace) &^ x & lanes80; t != 0 {
+			return n - len(b) + bits.TrailingZeros64(t)/8
+		}
+		b = b[8:]
+	}
+	for i, c := range b {
+		if c < ' ' {
+			return n - len(b) + i
+		}
+	}
+	return -1
 }
 
 // validLiteral checks that data[i:] starts with lit (true, false or null)

@@ -1,6 +1,8 @@
 package rawjson
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -190,6 +192,66 @@ func TestValid_StringBoundaries(t *testing.T) {
 	}
 }
 
+// TestValid_LongRuns checks strings whose plain runs outgrow the eight-byte
+// path (shortRun), with each byte that ends a run placed around that limit
+// and deep in long runs, and with several long runs in one string, so that
+// the quote and backslash longRuns keeps are reused and looked for again.
+func TestValid_LongRuns(t *testing.T) {
+	specials := []string{`"`, `\`, `\"`, `\\`, `\n`, `\u00e9`, `\u00`, `\q`, "\x00", "\x1f", "\t", "\x7f", "\xff"}
+	runs := []int{shortRun - 9, shortRun - 1, shortRun, shortRun + 1, shortRun + 7, shortRun + 8, shortRun + 31, shortRun + 32, shortRun + 33, 300, 1000}
+	for _, s := range specials {
+		for _, n := range runs {
+			for _, second := range []int{0, 5, shortRun + 3, 500} {
+				for _, close := range []string{`"]`, `"`, ``, `\"]`, `\"x"]`} {
+					in := []byte(`["` + strings.Repeat("x", n) + s + strings.Repeat("y", second) + `\"` + strings.Repeat("z", n) + close)
+					if got, want := Valid(in), json.Valid(in); got != want {
+						t.Errorf("Valid(%q) = %v, json.Valid = %v", in, got, want)
+					}
+				}
+			}
+		}
+	}
+	// Many long strings in one document, some with escapes between long runs.
+	var b strings.Builder
+	b.WriteString(`{"a":[`)
+	for i := range 200 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + strings.Repeat("é", i) + `\"` + strings.Repeat("x", 2*i) + `\n` + strings.Repeat("y", 3*i) + `"`)
+	}
+	b.WriteString(`],"b":"` + strings.Repeat("q", 70) + `"}`)
+	in := []byte(b.String())
+	if !Valid(in) || !json.Valid(in) {
+		t.Errorf("Valid = %v, json.Valid = %v, for many long strings; want true", Valid(in), json.Valid(in))
+	}
+	in[len(in)-5] = '\x01' // a control character in the last long run
+	if Valid(in) || json.Valid(in) {
+		t.Errorf("Valid = %v, json.Valid = %v, with a control character in the last run; want false", Valid(in), json.Valid(in))
+	}
+}
+
+func TestIndexControl(t *testing.T) {
+	for n := range 80 {
+		plain := []byte(strings.Repeat("a\x7f\x80 ~", 20))[:n]
+		if got := indexControl(plain); got != -1 {
+			t.Errorf("indexControl(%q) = %d, want -1", plain, got)
+		}
+		for at := range n {
+			for _, c := range []byte{0x00, 0x01, 0x1f} {
+				b := append([]byte(nil), plain...)
+				b[at] = c
+				if at+1 < n {
+					b[at+1] = 0x00 // a later one must not be found first
+				}
+				if got := indexControl(b); got != at {
+					t.Errorf("indexControl(%q) = %d, want %d", b, got, at)
+				}
+			}
+		}
+	}
+}
+
 func TestValid_NoAllocs(t *testing.T) {
 	for _, in := range [][]byte{
 		validBenchText(),
@@ -210,6 +272,7 @@ func FuzzValid(f *testing.F) {
 	}
 	f.Add([]byte(validBenchCall))
 	f.Add([]byte(nest(70, `[{"a":`, "1", "}]")))
+	f.Add([]byte(`["` + strings.Repeat("x", 2*shortRun) + `\"` + strings.Repeat("y", shortRun+9) + `\n` + strings.Repeat("z", 3*shortRun) + `"]`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat(`xxxxxxx\"\\\u00e9`, 8) + `"}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if got, want := Valid(data), json.Valid(data); got != want {
@@ -229,6 +292,13 @@ func validBenchText() []byte {
 		text.WriteString(strings.Repeat("x", 1000) + `\n\"quoted\" \\ caf\u00e9\t`)
 	}
 	return []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text.String() + `"}]}}`)
+}
+
+// validBenchBlob returns a resources/read result with 64 KiB of base64,
+// one run of plain bytes.
+func validBenchBlob() []byte {
+	blob := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfa, 0xce, 0xb0, 0x0c, 0x42}, 48<<10/5))
+	return []byte(`{"jsonrpc":"2.0","id":1,"result":{"contents":[{"uri":"file:///logo.png","mimeType":"image/png","blob":"` + blob + `"}]}}`)
 }
 
 // validBenchTools returns a tools/list result of 1000 tools with input
@@ -256,6 +326,7 @@ func BenchmarkValid(b *testing.B) {
 		{"ToolsCall", []byte(validBenchCall)},
 		{"Text64KiB", validBenchText()},
 		{"ToolsList1000", validBenchTools()},
+		{"Blob64KiB", validBenchBlob()},
 	}
 	impls := []struct {
 		name  string

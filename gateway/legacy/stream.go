@@ -253,13 +253,16 @@ func (h *Handler) pump(ctx context.Context, out sink, s *session, st *stream, at
 	write := out.write
 	finished := false
 	defer func() {
-		out.end()
+		// The session is settled before the client sees the end, so that
+		// a resume it sends at once finds the stream gone (400), not an
+		// empty one.
 		s.mu.Lock()
 		s.detachLocked(st, att)
 		if finished && st.num != 0 {
 			delete(s.streams, st.num)
 		}
 		s.mu.Unlock()
+		out.end()
 	}()
 	if !write(nil) { // send the headers now
 		return

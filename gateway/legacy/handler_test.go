@@ -451,6 +451,64 @@ func TestDropIsNotCancel(t *testing.T) {
 	}
 }
 
+// endSink is a sink that records what it was given, and whether the
+// session still had the stream when pump ended the output.
+type endSink struct {
+	s       *session
+	num     uint64
+	written bytes.Buffer
+	ended   bool
+	kept    bool // the stream was still in the session at end
+}
+
+func (k *endSink) write(b []byte) bool { k.written.Write(b); return true }
+
+func (k *endSink) end() {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	_, k.kept = k.s.streams[k.num]
+	k.ended = true
+}
+
+// TestPump_DropsAFinishedStreamBeforeItsEnd checks that a finished stream
+// written to its end is gone from the session before the client is told
+// the stream ended: a resume sent as soon as the client sees the end must
+// get 400, not an empty stream.
+func TestPump_DropsAFinishedStreamBeforeItsEnd(t *testing.T) {
+	e := newEnv(t, Options{})
+	sid := e.initialize(V20251125)
+	s := e.session(sid)
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := e.do(e.request(http.MethodPost, sid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mcp__a__block","arguments":{}}}`).WithContext(ctx))
+	<-e.fake.started
+	ev, err := newReader(resp).Next()
+	if err != nil || !ev.HasID {
+		t.Fatalf("priming event: %+v, %v", ev, err)
+	}
+	cancel() // the client goes away
+	num, seq, _ := parseEventID(ev.ID)
+	waitFor(t, "the server to notice the drop", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.streams[num].att == nil
+	})
+	e.fake.release <- struct{}{}
+	waitFor(t, "the call to finish", func() bool { return e.h.Sessions()[0].InFlight == 0 })
+
+	s.mu.Lock()
+	st := s.streams[num]
+	att := s.attachLocked(st)
+	s.mu.Unlock()
+	out := &endSink{s: s, num: num}
+	e.h.pump(context.Background(), out, s, st, att, seq)
+	if !out.ended || !strings.Contains(out.written.String(), "released") {
+		t.Fatalf("pump wrote %q (ended %v), want the response and the end", out.written.String(), out.ended)
+	}
+	if out.kept {
+		t.Error("the stream was still in the session when its end was written")
+	}
+}
+
 // TestDeleteEndsCalls checks that DELETE cancels the session's calls and
 // ends their streams without a response.
 func TestDeleteEndsCalls(t *testing.T) {

@@ -393,29 +393,9 @@ func TestDropIsNotCancel(t *testing.T) {
 	sid := e.initialize(V20251125)
 	s := e.session(sid)
 
-	// start posts a blocking call, reads its priming event and drops the
-	// connection; it returns the call's context and the event's id.
 	start := func(id string) (context.Context, string) {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		req := e.request(http.MethodPost, sid, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"mcp__a__block","arguments":{}}}`).WithContext(ctx)
-		resp := e.do(req)
-		callCtx := <-e.fake.started
-		ev, err := newReader(resp).Next()
-		if err != nil || !ev.HasID || len(ev.Data) != 0 {
-			t.Fatalf("priming event: %+v, %v", ev, err)
-		}
-		cancel() // the client goes away
-		num, _, _ := parseEventID(ev.ID)
-		waitFor(t, "the server to notice the drop", func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.streams[num].att == nil
-		})
-		if callCtx.Err() != nil {
-			t.Fatal("a dropped connection cancelled the call")
-		}
-		return callCtx, ev.ID
+		return startAndDrop(t, e, sid, s, id)
 	}
 	response := func(evs []sse.Event, id string) {
 		t.Helper()
@@ -451,6 +431,33 @@ func TestDropIsNotCancel(t *testing.T) {
 	}
 }
 
+// startAndDrop posts a blocking call with the JSON-RPC id id on the
+// session sid (s), reads its priming event and drops the connection, as a
+// client that goes away does. It returns the call's context, still live,
+// and the priming event's id.
+func startAndDrop(t *testing.T, e *env, sid string, s *session, id string) (context.Context, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req := e.request(http.MethodPost, sid, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"mcp__a__block","arguments":{}}}`).WithContext(ctx)
+	resp := e.do(req)
+	callCtx := <-e.fake.started
+	ev, err := newReader(resp).Next()
+	if err != nil || !ev.HasID || len(ev.Data) != 0 {
+		t.Fatalf("priming event: %+v, %v", ev, err)
+	}
+	cancel() // the client goes away
+	num, _, _ := parseEventID(ev.ID)
+	waitFor(t, "the server to notice the drop", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.streams[num].att == nil
+	})
+	if callCtx.Err() != nil {
+		t.Fatal("a dropped connection cancelled the call")
+	}
+	return callCtx, ev.ID
+}
+
 // endSink is a sink that records what it was given, and whether the
 // session still had the stream when pump ended the output.
 type endSink struct {
@@ -478,20 +485,8 @@ func TestPump_DropsAFinishedStreamBeforeItsEnd(t *testing.T) {
 	e := newEnv(t, Options{})
 	sid := e.initialize(V20251125)
 	s := e.session(sid)
-	ctx, cancel := context.WithCancel(context.Background())
-	resp := e.do(e.request(http.MethodPost, sid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mcp__a__block","arguments":{}}}`).WithContext(ctx))
-	<-e.fake.started
-	ev, err := newReader(resp).Next()
-	if err != nil || !ev.HasID {
-		t.Fatalf("priming event: %+v, %v", ev, err)
-	}
-	cancel() // the client goes away
-	num, seq, _ := parseEventID(ev.ID)
-	waitFor(t, "the server to notice the drop", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.streams[num].att == nil
-	})
+	_, primed := startAndDrop(t, e, sid, s, "4")
+	num, seq, _ := parseEventID(primed)
 	e.fake.release <- struct{}{}
 	waitFor(t, "the call to finish", func() bool { return e.h.Sessions()[0].InFlight == 0 })
 

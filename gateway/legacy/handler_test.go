@@ -393,10 +393,6 @@ func TestDropIsNotCancel(t *testing.T) {
 	sid := e.initialize(V20251125)
 	s := e.session(sid)
 
-	start := func(id string) (context.Context, string) {
-		t.Helper()
-		return startAndDrop(t, e, sid, s, id)
-	}
 	response := func(evs []sse.Event, id string) {
 		t.Helper()
 		if len(evs) != 1 {
@@ -408,7 +404,7 @@ func TestDropIsNotCancel(t *testing.T) {
 	}
 
 	// Resumed while the call runs: the response comes live.
-	_, primed := start("8")
+	_, primed := startAndDrop(t, e, sid, s, "8")
 	resumed := e.do(e.request(http.MethodGet, sid, "", HeaderLastEventID, primed))
 	waitFor(t, "the resumed stream to attach", func() bool {
 		s.mu.Lock()
@@ -420,7 +416,7 @@ func TestDropIsNotCancel(t *testing.T) {
 	response(events(t, resumed), "8")
 
 	// Resumed after the call finished: the response is replayed.
-	_, primed = start(`"nine"`)
+	_, primed = startAndDrop(t, e, sid, s, `"nine"`)
 	e.fake.release <- struct{}{}
 	waitFor(t, "the call to finish", func() bool { return e.h.Sessions()[0].InFlight == 0 })
 	response(events(t, e.do(e.request(http.MethodGet, sid, "", HeaderLastEventID, primed))), `"nine"`)

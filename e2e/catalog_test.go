@@ -66,43 +66,9 @@ func startCatalog(t testing.TB, global string, ups ...catalogUpstream) *gateway 
 	}
 	g := startGateway(t, baseEnv(), b.String())
 	for _, u := range ups {
-		if st := g.waitState(t, u.name, "running"); st.ToolCount > 0 {
-			g.waitMerged(t, u.name, st.ToolCount)
-		}
+		g.waitState(t, u.name, "running")
 	}
 	return g
-}
-
-// waitMerged waits until the merged catalog has tools of the server name,
-// which has count of its own. A server's state and lists are published
-// before the core has merged them, so a list sent as soon as it runs can
-// come a moment too early.
-func (g *gateway) waitMerged(t testing.TB, name string, count int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest("GET", g.URL+"/admin/servers/"+name+"/tools", nil)
-		req.Header.Set("Authorization", "Bearer "+g.Admin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body struct {
-			Tools []json.RawMessage `json:"tools"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || err != nil {
-			t.Fatalf("GET /admin/servers/%s/tools = %d, %v", name, resp.StatusCode, err)
-		}
-		if len(body.Tools) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the merged catalog has no tools of server %s after 30s (it has %d of its own)", name, count)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // problems returns the problems GET /admin/servers/{name} reports.

@@ -242,19 +242,58 @@ func (g *gateway) status(t testing.TB, name string) serverStatus {
 	return st
 }
 
-// waitState polls the admin API until the server is in state.
+// waitState polls the admin API until the server is in state. A server
+// that runs with tools is waited for until they are merged too (see
+// waitMerged), so that a test can list or call them at once.
 func (g *gateway) waitState(t testing.TB, name, state string) serverStatus {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		st := g.status(t, name)
 		if st.State == state {
+			if state == "running" && st.ToolCount > 0 {
+				g.waitMerged(t, name, st.ToolCount)
+			}
 			return st
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server %s is %s (%s), not %s, after a minute", name, st.State, st.Error, state)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitMerged waits until the merged catalog has tools of the server name,
+// which has count of its own. A server's state and lists are published
+// before the core has merged them (the Manager's watchers rebuild the
+// catalog right after), so a list sent as soon as it runs can come a
+// moment too early. A server whose tools a filter hides entirely would
+// never be merged: none of the tests has one.
+func (g *gateway) waitMerged(t testing.TB, name string, count int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", g.URL+"/admin/servers/"+name+"/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+g.Admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil {
+			t.Fatalf("GET /admin/servers/%s/tools = %d, %v", name, resp.StatusCode, err)
+		}
+		if len(body.Tools) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the merged catalog has no tools of server %s after 30s (it has %d of its own)", name, count)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -273,19 +273,12 @@ func (g *gateway) waitMerged(t testing.TB, name string, count int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		req, _ := http.NewRequest("GET", g.URL+"/admin/servers/"+name+"/tools", nil)
-		req.Header.Set("Authorization", "Bearer "+g.Admin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		code, raw := g.adminDo(t, "GET", "/admin/servers/"+name+"/tools", g.Admin, "")
 		var body struct {
 			Tools []json.RawMessage `json:"tools"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || err != nil {
-			t.Fatalf("GET /admin/servers/%s/tools = %d, %v", name, resp.StatusCode, err)
+		if err := json.Unmarshal(raw, &body); code != http.StatusOK || err != nil {
+			t.Fatalf("GET /admin/servers/%s/tools = %d %s", name, code, raw)
 		}
 		if len(body.Tools) > 0 {
 			return

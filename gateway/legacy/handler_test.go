@@ -404,7 +404,7 @@ func TestDropIsNotCancel(t *testing.T) {
 	}
 
 	// Resumed while the call runs: the response comes live.
-	_, primed := startAndDrop(t, e, sid, s, "8")
+	primed := startAndDrop(t, e, sid, "8")
 	resumed := e.do(e.request(http.MethodGet, sid, "", HeaderLastEventID, primed))
 	waitFor(t, "the resumed stream to attach", func() bool {
 		s.mu.Lock()
@@ -416,7 +416,7 @@ func TestDropIsNotCancel(t *testing.T) {
 	response(events(t, resumed), "8")
 
 	// Resumed after the call finished: the response is replayed.
-	_, primed = startAndDrop(t, e, sid, s, `"nine"`)
+	primed = startAndDrop(t, e, sid, `"nine"`)
 	e.fake.release <- struct{}{}
 	waitFor(t, "the call to finish", func() bool { return e.h.Sessions()[0].InFlight == 0 })
 	response(events(t, e.do(e.request(http.MethodGet, sid, "", HeaderLastEventID, primed))), `"nine"`)
@@ -428,11 +428,12 @@ func TestDropIsNotCancel(t *testing.T) {
 }
 
 // startAndDrop posts a blocking call with the JSON-RPC id id on the
-// session sid (s), reads its priming event and drops the connection, as a
-// client that goes away does. It returns the call's context, still live,
-// and the priming event's id.
-func startAndDrop(t *testing.T, e *env, sid string, s *session, id string) (context.Context, string) {
+// session sid, reads its priming event and drops the connection, as a
+// client that goes away does; the call must go on. It returns the priming
+// event's id.
+func startAndDrop(t *testing.T, e *env, sid, id string) string {
 	t.Helper()
+	s := e.session(sid)
 	ctx, cancel := context.WithCancel(context.Background())
 	req := e.request(http.MethodPost, sid, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"mcp__a__block","arguments":{}}}`).WithContext(ctx)
 	resp := e.do(req)
@@ -451,7 +452,7 @@ func startAndDrop(t *testing.T, e *env, sid string, s *session, id string) (cont
 	if callCtx.Err() != nil {
 		t.Fatal("a dropped connection cancelled the call")
 	}
-	return callCtx, ev.ID
+	return ev.ID
 }
 
 // endSink is a sink that records what it was given, and whether the
@@ -481,7 +482,7 @@ func TestPump_DropsAFinishedStreamBeforeItsEnd(t *testing.T) {
 	e := newEnv(t, Options{})
 	sid := e.initialize(V20251125)
 	s := e.session(sid)
-	_, primed := startAndDrop(t, e, sid, s, "4")
+	primed := startAndDrop(t, e, sid, "4")
 	num, seq, _ := parseEventID(primed)
 	e.fake.release <- struct{}{}
 	waitFor(t, "the call to finish", func() bool { return e.h.Sessions()[0].InFlight == 0 })

@@ -121,8 +121,10 @@ type benchEdge struct {
 func newBenchEdge(b *testing.B, production bool) *benchEdge {
 	b.Helper()
 	// Benchmarks measure the pool as it runs in production, not the
-	// tests' scribbling (see body_test.go). They run after every test.
+	// tests' scribbling (see body_test.go), which comes back after.
+	scribble := releaseBody
 	releaseBody = buffers.Put
+	b.Cleanup(func() { releaseBody = scribble })
 	small, big := benchToolResult(100), benchToolResult(64<<10)
 	srv := &upstreamtest.Server{
 		Name:  "files",

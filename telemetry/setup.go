@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -28,10 +30,13 @@ type Options struct {
 	// "dev".
 	ServiceVersion string
 	// LookupEnv reads the environment. If nil, nothing is set: no traces
-	// are exported. (The OTLP exporter itself reads its other OTEL_*
-	// settings, such as headers and timeouts, from the process
-	// environment.)
+	// are exported. (Only a proxy for the collector, HTTPS_PROXY and the
+	// like, is read from the process environment.)
 	LookupEnv func(string) (string, bool)
+	// Logger, if set, receives what OpenTelemetry reports through its
+	// global error handler (a failed export above all), which otherwise
+	// prints a bare line to the standard logger. Setup installs it.
+	Logger *slog.Logger
 }
 
 // Telemetry holds the providers Setup built. Give TracerProvider and
@@ -61,6 +66,10 @@ type Telemetry struct {
 //     names the collector; with neither, spans are not recorded.
 //   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL
 //     must be http/protobuf (the default): mcpgw carries no gRPC stack.
+//   - OTEL_EXPORTER_OTLP_(TRACES_)HEADERS, _TIMEOUT, _COMPRESSION,
+//     _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY tune the export
+//     as the OTLP exporter specification defines; a value that cannot be
+//     used is an error naming its variable.
 //   - OTEL_SERVICE_NAME (default "mcpgw") and OTEL_RESOURCE_ATTRIBUTES
 //     describe the resource; OTEL_TRACES_SAMPLER(_ARG) and OTEL_BSP_*
 //     tune sampling and batching as the SDK defines.
@@ -90,6 +99,11 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry: describing the resource (OTEL_RESOURCE_ATTRIBUTES): %w", err)
 	}
 
+	if logger := opts.Logger; logger != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			logger.Warn("OpenTelemetry reported an error", "err", err)
+		}))
+	}
 	t := &Telemetry{TracerProvider: noop.NewTracerProvider()}
 	endpoint := env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 	if endpoint == "" {
@@ -108,12 +122,11 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		if protocol != "" && protocol != "http/protobuf" {
 			return nil, fmt.Errorf("telemetry: OTLP protocol %q is not supported: use http/protobuf (the collector's port 4318)", protocol)
 		}
-		// The exporter reads the endpoint, headers, timeout, compression
-		// and certificates from OTEL_EXPORTER_OTLP_(TRACES_)* itself.
-		exp, err := otlptracehttp.New(ctx)
+		cfg, err := otlpConfigFromEnv(env, os.ReadFile)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: creating the OTLP trace exporter: %w", err)
+			return nil, fmt.Errorf("telemetry: %w", err)
 		}
+		exp := newOTLPExporter(cfg, opts.ServiceVersion)
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		t.TracerProvider, t.Exporting = tp, true
 		t.shutdown = append(t.shutdown, tp.Shutdown)

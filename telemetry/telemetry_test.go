@@ -35,13 +35,12 @@ func TestSetup(t *testing.T) {
 		{name: "SDK disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"}},
 		{name: "grpc is refused", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, wantErr: `OTLP protocol "grpc" is not supported`},
 		{name: "traces protocol wins", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, wantErr: `"http/json" is not supported`},
+		{name: "a setting the exporter cannot use", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS": "api-key"}, wantErr: "telemetry: OTEL_EXPORTER_OTLP_HEADERS: pair 1 has no '='"},
+		{name: "an endpoint without a scheme", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "127.0.0.1:4318"}, wantErr: "is not an http:// or https:// URL"},
 		{name: "unknown exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErr: `OTEL_TRACES_EXPORTER="zipkin" is not supported`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env { // the OTLP exporter reads the process environment too
-				t.Setenv(k, v)
-			}
 			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
 			tel, err := Setup(t.Context(), Options{ServiceVersion: "test", LookupEnv: lookup})
 			if tt.wantErr != "" {

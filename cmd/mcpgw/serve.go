@@ -64,7 +64,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	}
 	bound := *cfg
 	bound.PublicURL = publicURL // with the port it got, when it was 0
-	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: buildVersion(), LookupEnv: lookupEnv})
+	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: buildVersion(), LookupEnv: lookupEnv, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 
 	if logger := opts.Logger; logger != nil {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-			logger.Warn("OpenTelemetry reported an error", "err", err)
+			logger.Warn("the OpenTelemetry SDK reported an error", "err", err)
 		}))
 	}
 	t := &Telemetry{TracerProvider: noop.NewTracerProvider()}

@@ -23,7 +23,9 @@ func manyServers(n, m int) *upstreamtest.Manager {
 		}
 		servers = append(servers, s)
 	}
-	return upstreamtest.NewManager(servers...)
+	mgr := upstreamtest.NewManager(servers...)
+	mgr.Unpooled = true // benchmarks measure the core alone
+	return mgr
 }
 
 // BenchmarkCatalogBuild merges 100 servers × 100 tools: what a change of

@@ -61,6 +61,9 @@ type Request struct {
 	// promptName is the exposed name of a prompts/get's prompt, once
 	// found; server is the server the request was routed to (see routed).
 	promptName, server string
+	// releases give back the pooled buffers of the upstream answers that
+	// forward adopted; Handle moves them to the Result.
+	releases []func()
 }
 
 // Client is what a client declared: its negotiated protocol version,
@@ -86,6 +89,21 @@ const (
 type Result struct {
 	Type ResultType
 	Body json.RawMessage
+
+	// release gives back the buffers Body may alias.
+	release []func()
+}
+
+// Release gives back the pooled buffers Body may alias (a large answer an
+// upstream sent over stdio, relayed without a copy). The edge calls it
+// once it has written or copied Body and nothing holds any of it; Body
+// must not be used afterwards. An edge that never calls it leaves the
+// buffers to the garbage collector.
+func (r *Result) Release() {
+	for _, release := range r.release {
+		release()
+	}
+	r.release = nil
 }
 
 func complete(body json.RawMessage) *Result {

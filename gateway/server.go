@@ -614,8 +614,19 @@ func (s *Server) flush() {
 // not share their memory: the edge reuses the buffer of a request's body
 // for the next one. What outlives the call (a hosted task's background
 // call) works on a copy.
+//
+// The result's Body may alias a pooled buffer: see Result.Release.
 func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
-	return s.Observe(ctx, req, func(ctx context.Context) (*Result, error) { return s.handle(ctx, req) })
+	res, err := s.Observe(ctx, req, func(ctx context.Context) (*Result, error) { return s.handle(ctx, req) })
+	if len(req.releases) > 0 {
+		// Without a result, what failed may still quote the answer: its
+		// buffers are left to the garbage collector.
+		if err == nil && res != nil {
+			res.release = append(res.release, req.releases...)
+		}
+		req.releases = nil
+	}
+	return res, err
 }
 
 // handle is Handle under the request's span.
@@ -686,7 +697,7 @@ func (s *Server) forward(ctx context.Context, req *Request, server, method strin
 		return nil, err
 	}
 	defer forget()
-	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0)
+	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0, true)
 }
 
 // paramBuffers hold the params forward edits: a tool call's arguments can
@@ -710,7 +721,7 @@ func editRoom(params json.RawMessage, rename *rawjson.Edit) int {
 // forwardAs is forward to the upstream session of who, with params whose
 // progress token is already the gateway's, bounded by timeout instead of
 // the call timeout when timeout is positive.
-func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration, adopt bool) (json.RawMessage, error) {
 	if timeout <= 0 {
 		timeout = s.timeout(server)
 	}
@@ -720,6 +731,9 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
 		Request: s.inputHandler(req, server, who, timer),
 		Header:  req.Header,
+	}
+	if adopt {
+		hooks.Adopt = func(release func()) { req.releases = append(req.releases, release) }
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {

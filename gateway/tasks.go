@@ -366,7 +366,7 @@ func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, pa
 	if err != nil {
 		return nil, err
 	}
-	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0)
+	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0, false)
 	if err != nil {
 		forget()
 		return nil, err
@@ -448,7 +448,7 @@ func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
 	if rec.Hosted || terminal(rec.Status) {
 		return complete(taskJSON(rec)), nil
 	}
-	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0)
+	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, false)
 	if err != nil {
 		var jerr *jsonrpc.Error
 		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
@@ -490,7 +490,7 @@ func (s *Server) tasksCancel(ctx context.Context, req *Request) (*Result, error)
 		}
 		return complete(taskJSON(rec)), nil
 	}
-	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/cancel", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0)
+	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/cancel", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -576,7 +576,7 @@ func (s *Server) keepResultLater(rec store.Task) {
 // to req's client meanwhile), and keeps what it answers in the record.
 func (s *Server) fetchResult(ctx context.Context, req *Request, rec store.Task, timeout time.Duration) (store.Task, *Result, error) {
 	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/result",
-		mustJSON(map[string]string{"taskId": rec.UpstreamID}), timeout)
+		mustJSON(map[string]string{"taskId": rec.UpstreamID}), timeout, false)
 	var jerr *jsonrpc.Error
 	switch {
 	case errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams && rec.Status == taskCompleted:
@@ -739,7 +739,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 		return nil, err
 	}
 	defer forget()
-	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0)
+	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -772,7 +772,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 			cancelUpstream("the task's deadline passed")
 			return nil, timedOut(ref.Server, "tools/call", time.Until(deadline)+time.Since(rec.CreatedAt))
 		}
-		got, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/get", taskParams, 0)
+		got, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/get", taskParams, 0, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				cancelUpstream("the client cancelled the call")
@@ -784,7 +784,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	}
 	// Terminal, or input_required: tasks/result returns the result, and
 	// relays the server's input requests onto this call's stream.
-	res, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/result", taskParams, time.Until(deadline))
+	res, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/result", taskParams, time.Until(deadline), false)
 	if err != nil {
 		if ctx.Err() != nil {
 			cancelUpstream("the client cancelled the call")
@@ -855,7 +855,7 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 		defer s.tasks.bg.Done()
 		defer cancel()
 		defer close(lt.done)
-		body, err := s.forwardAs(runCtx, &bgReq, ref.Server, upstream.Caller{Principal: req.Principal, Session: req.Session}, "tools/call", params, ttl)
+		body, err := s.forwardAs(runCtx, &bgReq, ref.Server, upstream.Caller{Principal: req.Principal, Session: req.Session}, "tools/call", params, ttl, false)
 		s.tasks.mu.Lock()
 		s.tasks.hosted[o]--
 		if s.tasks.hosted[o] <= 0 {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -121,7 +122,11 @@ func call(t *testing.T, s *Server, req *Request) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return res.Body, nil
+	// As the edge does once it has written the answer: the fake scribbles
+	// over an adopted result given back, which shows what the core kept.
+	body := bytes.Clone(res.Body)
+	res.Release()
+	return body, nil
 }
 
 func taskOf(t *testing.T, body json.RawMessage) (id, status string) {

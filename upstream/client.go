@@ -111,6 +111,14 @@ type CallHooks struct {
 	// without forward_headers, it is ignored. It is read, never changed.
 	// Nil forwards nothing.
 	Header http.Header
+	// Adopt, if set, takes over the buffer a successful result was read
+	// into, when the transport read it into a pooled one (a large stdio
+	// answer): Call passes it the function that gives the buffer back
+	// before returning the result, and the result stays valid until that
+	// function is called. The caller calls it once nothing holds any of
+	// the result. Without Adopt the buffer is left to the garbage
+	// collector.
+	Adopt func(release func())
 }
 
 // relays reports whether h takes any of the server's messages.
@@ -538,7 +546,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		// broke after the response).
 		select {
 		case m := <-pc.resp:
-			return result(m)
+			return adopted(m, hooks)
 		default:
 		}
 		if ctx.Err() != nil {
@@ -559,7 +567,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 	}
 	select {
 	case m := <-pc.resp:
-		return result(m)
+		return adopted(m, hooks)
 	case <-ctx.Done():
 		c.cancel(ctx, id, method)
 		return nil, ctx.Err()
@@ -567,11 +575,23 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		// A response may have raced with the end of the transport.
 		select {
 		case m := <-pc.resp:
-			return result(m)
+			return adopted(m, hooks)
 		default:
 		}
 		return nil, &ConnectionError{Server: c.opts.Name, Err: c.t.err()}
 	}
+}
+
+// adopted is result(m), handing the buffer of a successful result to
+// hooks.Adopt when m holds a pooled one and the caller takes it.
+func adopted(m *jsonrpc.Message, hooks *CallHooks) (json.RawMessage, error) {
+	res, err := result(m)
+	if err == nil && hooks != nil && hooks.Adopt != nil {
+		if release := m.TakeRelease(); release != nil {
+			hooks.Adopt(release)
+		}
+	}
+	return res, err
 }
 
 // traceParams returns the params of a request of method with the trace

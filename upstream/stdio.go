@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -332,7 +333,7 @@ func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) 
 			continue
 		}
 		// A JSON array is a batch, which 2025-03-26 servers may send.
-		msgs, _, err := jsonrpc.Parse(line)
+		msgs, err := parseLine(line)
 		if err != nil {
 			t.logger.Debug("dropping a stdout line that is not JSON-RPC", "err", err, "line", truncate(line, loggedLineMax))
 			continue
@@ -341,6 +342,33 @@ func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) 
 			recv(m, related{}) // stdio attributes nothing to a request
 		}
 	}
+}
+
+// answerBuffers hold large answers read from stdout: a response of
+// minPooledAnswer bytes or more is parsed in a buffer of its own from here,
+// which the caller that adopts the result (CallHooks.Adopt) gives back.
+// Without that, a 64 KiB result was most of the bytes mcpgw allocated per
+// call, and the garbage collector's work grew with it.
+var answerBuffers = bufpool.New(minPooledAnswer, 256<<10)
+
+const minPooledAnswer = 4 << 10
+
+// parseLine parses one line of stdout, which the line reader reuses: into
+// a copy, pooled when the line is one large response.
+func parseLine(line []byte) ([]*jsonrpc.Message, error) {
+	if len(line) < minPooledAnswer || line[0] != '{' {
+		msgs, _, err := jsonrpc.Parse(line)
+		return msgs, err
+	}
+	buf := append(answerBuffers.Get(len(line)), line...)
+	msgs, _, err := jsonrpc.ParseOwned(buf)
+	if err != nil {
+		return nil, err
+	}
+	if m := msgs[0]; m.IsResponse() && m.Error == nil {
+		m.SetRelease(func() { answerBuffers.Put(buf) })
+	}
+	return msgs, nil
 }
 
 // readStderr logs the child's stderr line by line, passes each line to

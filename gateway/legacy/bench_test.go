@@ -136,7 +136,9 @@ func newBenchEdge(b *testing.B, production bool) *benchEdge {
 			return small, nil
 		},
 	}
-	coreOpts := gateway.Options{Upstreams: upstreamtest.NewManager(srv)}
+	mgr := upstreamtest.NewManager(srv)
+	mgr.Unpooled = true // the constant answers are the server's, not a buffer to give back
+	coreOpts := gateway.Options{Upstreams: mgr}
 	opts := Options{Replica: "bench"}
 	if production {
 		ms, err := mediastore.New(mediastore.Options{Dir: b.TempDir(), Secret: []byte(strings.Repeat("m", 32))})

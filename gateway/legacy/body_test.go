@@ -62,3 +62,33 @@ func TestPost_ReleasesBody(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_ReleasesResults checks that a call's result, which the core
+// relays in the buffer the upstream read it into, is given back once its
+// answer is written, on a JSON answer and on a stream, and that the
+// answer is whole (the fake scribbles over what is given back); an error
+// is not adopted.
+func TestRun_ReleasesResults(t *testing.T) {
+	e := newEnv(t, Options{})
+	sid := e.initialize(V20251125)
+	big := strings.Repeat("y", 8<<10)
+	for _, tc := range []struct {
+		name, body, want string
+		released         int64
+	}{
+		{"JSON answer", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__a__echo","arguments":{"text":"` + big + `"}}}`, `"text":"` + big + `"`, 1},
+		{"stream", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__a__notify","arguments":{},"_meta":{"progressToken":"p"}}}`, `"result":{"content":[]}`, 1},
+		{"error", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__a__nosuch"}}`, `"error":`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.mgr.Released()
+			answer := readAll(t, e.post(sid, tc.body))
+			if !strings.Contains(answer, tc.want) || strings.Contains(answer, "###") {
+				t.Errorf("answer %.300s, want it whole with %.60s", answer, tc.want)
+			}
+			if got := e.mgr.Released() - before; got != tc.released {
+				t.Errorf("%d results given back, want %d", got, tc.released)
+			}
+		})
+	}
+}

@@ -392,6 +392,11 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 	s.lastActive = time.Now()
 	s.mu.Unlock()
 
+	if res != nil {
+		// The answer is copied into its message below, or dropped: then
+		// nothing holds the result's buffers.
+		defer res.Release()
+	}
 	var jerr *jsonrpc.Error
 	switch {
 	case cause == errClientCancelled:

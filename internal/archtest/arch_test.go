@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"gateway":               {"config", "upstream", "naming", "auth", "mediastore", "openapi", "store", "telemetry", "internal/*"},
 	"gateway/legacy":        {"gateway", "auth", "config", "telemetry", "internal/*"},
 	"gateway/admin":         {"gateway", "store", "openapi", "config", "internal/*"},
-	"upstream":              {"config", "telemetry", "internal/jsonrpc", "internal/sse", "internal/rawjson", "internal/h1"},
+	"upstream":              {"config", "telemetry", "internal/jsonrpc", "internal/sse", "internal/rawjson", "internal/h1", "internal/bufpool"},
 	"upstream/upstreamtest": {"upstream", "internal/jsonrpc"},
 	"naming":                {},
 	"auth":                  {"config"},

@@ -3,9 +3,10 @@
 // a new buffer of its size, zeroed, per call, and the garbage collector's
 // work grows with the bytes allocated.
 //
-// It is its own package because the core (gateway) and the edge
-// (gateway/legacy) both build such messages, and a leaf under internal/
-// is what both may import.
+// It is its own package because the core (gateway), the edge
+// (gateway/legacy) and the stdio client (upstream, for the large answers
+// it reads) all hold such messages, and a leaf under internal/ is what
+// each may import.
 package bufpool
 
 import "sync"

@@ -121,8 +121,11 @@ func paramName(req *Request, method, what string) (string, error) {
 	if len(req.Params) == 0 {
 		return "", invalidParams("%s needs params with a name", method)
 	}
-	name, ok := rawjson.String(req.Params, "name")
-	if !ok || name == "" {
+	var name string
+	if raw, _ := req.member(req.Params, "name"); len(raw) > 0 && raw[0] == '"' {
+		name, _ = rawjson.Unquote(raw)
+	}
+	if name == "" {
 		return "", invalidParams("%s needs params.name, %s", method, what)
 	}
 	return name, nil

@@ -116,7 +116,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 // ctx may carry the remote span context of the HTTP request's
 // traceparent; a traceparent in req.Params._meta takes precedence.
 func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.Context) (*Result, error)) (*Result, error) {
-	if meta, ok, _ := rawjson.Get(req.Params, "_meta"); ok {
+	if meta, ok := req.member(req.Params, "_meta"); ok {
 		if _, has, _ := rawjson.Get(meta, telemetry.MetaTraceparent); has {
 			ctx = telemetry.ExtractMeta(ctx, meta)
 		}

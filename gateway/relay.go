@@ -134,14 +134,13 @@ func (r *relay) mint(kind string) string {
 // upstream's own name) and, when the client sent a progress token and
 // there is someone to notify, with the token replaced by one of ours, all
 // in one copy appended to dst (which may be nil); and a func that forgets
-// the token. With nothing to change it returns params itself. Params that
-// are not an object are an invalidParams error.
-func (r *relay) withProgress(dst []byte, params json.RawMessage, notify func(string, json.RawMessage), rename *rawjson.Edit) (json.RawMessage, func(), error) {
+// the token. meta is params' _meta member, nil when absent, which the
+// caller read (Request.member). With nothing to change it returns params
+// itself. Params that are not an object are an invalidParams error.
+func (r *relay) withProgress(dst []byte, params, meta json.RawMessage, notify func(string, json.RawMessage), rename *rawjson.Edit) (json.RawMessage, func(), error) {
 	var token json.RawMessage
-	if notify != nil {
-		if meta, ok, _ := rawjson.Get(params, "_meta"); ok {
-			token, _, _ = rawjson.Get(meta, "progressToken")
-		}
+	if notify != nil && meta != nil {
+		token, _, _ = rawjson.Get(meta, "progressToken")
 	}
 	// The edits live on this stack, and so do the callers' values.
 	var (

@@ -386,7 +386,7 @@ func TestWithProgress(t *testing.T) {
 					dst = make([]byte, 0, room)
 				}
 				params := json.RawMessage(tt.params)
-				out, forget, err := r.withProgress(dst, params, tt.notify, tt.rename)
+				out, forget, err := r.withProgress(dst, params, metaOf(params), tt.notify, tt.rename)
 				if tt.err {
 					if err == nil {
 						t.Fatalf("withProgress = %s, want an error", out)
@@ -438,7 +438,7 @@ func TestEditRoom(t *testing.T) {
 	for _, name := range []string{"x", strings.Repeat("n", 128), "a \"quoted\" name"} {
 		rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(nil, name)}
 		dst := make([]byte, 0, editRoom(params, &rename))
-		out, forget, err := r.withProgress(dst, params, func(string, json.RawMessage) {}, &rename)
+		out, forget, err := r.withProgress(dst, params, metaOf(params), func(string, json.RawMessage) {}, &rename)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,4 +447,10 @@ func TestEditRoom(t *testing.T) {
 			t.Errorf("name %q: the edited params (%d bytes) outgrew a buffer of editRoom = %d", name, len(out), cap(dst))
 		}
 	}
+}
+
+// metaOf is params' _meta member, as withProgress's callers read it.
+func metaOf(params json.RawMessage) json.RawMessage {
+	meta, _, _ := rawjson.Get(params, "_meta")
+	return meta
 }

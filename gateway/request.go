@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // Anonymous is the principal of every request until the auth layer names
@@ -64,6 +66,54 @@ type Request struct {
 	// releases give back the pooled buffers of the upstream answers that
 	// forward adopted; Handle moves them to the Result.
 	releases []func()
+	// members are the members of Params the core reads, once read.
+	members paramsMembers
+}
+
+// paramsMembers are the members of a request's params that the core reads
+// (the name, the task and _meta), found in one pass: each lookup skips
+// every other member, and a tool call's arguments can be megabytes.
+type paramsMembers struct {
+	of               json.RawMessage // the params they were read from
+	name, task, meta json.RawMessage // nil when absent
+}
+
+// memberKeys are the keys of paramsMembers, in GetMany's order.
+var memberKeys = []string{"name", "task", "_meta"}
+
+// member returns the raw value of key, one of memberKeys, in params, and
+// whether it is present. When params are req.Params (the same bytes), the
+// members are read once for all the lookups of the request; other params
+// (an edited copy, a background call's) are read on their own.
+func (req *Request) member(params json.RawMessage, key string) (json.RawMessage, bool) {
+	m := &req.members
+	if !sameBytes(params, req.Params) {
+		v, ok, _ := rawjson.Get(params, key)
+		return v, ok
+	}
+	if !sameBytes(m.of, params) || m.of == nil {
+		var vals [3]json.RawMessage
+		rawjson.GetMany(params, memberKeys, vals[:])
+		*m = paramsMembers{of: params, name: vals[0], task: vals[1], meta: vals[2]}
+	}
+	var v json.RawMessage
+	switch key {
+	case "name":
+		v = m.name
+	case "task":
+		v = m.task
+	case "_meta":
+		v = m.meta
+	default:
+		panic("gateway: member of an unknown key " + key)
+	}
+	return v, v != nil
+}
+
+// sameBytes reports whether a and b are the same bytes in memory, not
+// merely equal ones.
+func sameBytes(a, b json.RawMessage) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Client is what a client declared: its negotiated protocol version,

@@ -692,7 +692,8 @@ func (s *Server) forward(ctx context.Context, req *Request, server, method strin
 		buf = paramBuffers.Get(editRoom(params, rename))
 		defer paramBuffers.Put(buf)
 	}
-	params, forget, err := s.relay.withProgress(buf, params, req.Notify, rename)
+	meta, _ := req.member(params, "_meta")
+	params, forget, err := s.relay.withProgress(buf, params, meta, req.Notify, rename)
 	if err != nil {
 		return nil, err
 	}

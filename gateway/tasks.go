@@ -326,7 +326,7 @@ func (s *Server) gatewayTaskFor(server, caller, upstreamID string) (string, bool
 func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage, rename rawjson.Edit) (*Result, error, bool) {
 	cat := s.cat.Load()
 	support := cat.taskSupport[ref]
-	_, asked, _ := rawjson.Get(params, "task")
+	_, asked := req.member(params, "task")
 	if !asked && support != "required" {
 		return nil, nil, false
 	}
@@ -362,7 +362,8 @@ func ptrServer(sc config.Server) *config.Server { return &sc }
 // gateway id.
 func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
 	callerKey, who := s.callerKey(ref.Server, req)
-	params, forget, err := s.relay.withProgress(nil, params, req.SessionNotify, nil)
+	meta, _ := req.member(params, "_meta")
+	params, forget, err := s.relay.withProgress(nil, params, meta, req.SessionNotify, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -734,7 +735,8 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	if err != nil {
 		return nil, invalidParams("tools/call params must be a JSON object")
 	}
-	params, forget, err := s.relay.withProgress(nil, params, req.Notify, nil)
+	meta, _ := req.member(params, "_meta")
+	params, forget, err := s.relay.withProgress(nil, params, meta, req.Notify, nil)
 	if err != nil {
 		return nil, err
 	}

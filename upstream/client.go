@@ -292,7 +292,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.roundTrip(ctx, "initialize", params, nil)
+	raw, err := c.roundTrip(ctx, "initialize", params, "", nil)
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
@@ -342,16 +342,21 @@ func (c *Client) Err() error { return c.t.err() }
 // logging/setLevel, are remembered, so that they are sent again when the
 // client has to initialize a new session (see Subscriptions and LogLevel).
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
+	return c.call(ctx, method, params, progressToken(params), hooks)
+}
+
+// call is Call with the progress token of params already read.
+func (c *Client) call(ctx context.Context, method string, params json.RawMessage, progress string, hooks *CallHooks) (json.RawMessage, error) {
 	c.mu.Lock()
 	gen := c.initGen
 	c.mu.Unlock()
-	raw, err := c.roundTrip(ctx, method, params, hooks)
+	raw, err := c.roundTrip(ctx, method, params, progress, hooks)
 	if errors.Is(err, errSessionExpired) {
 		c.logger.Info("upstream session expired; initializing again")
 		if err := c.reinitialize(ctx, gen); err != nil {
 			return nil, err
 		}
-		raw, err = c.roundTrip(ctx, method, params, hooks)
+		raw, err = c.roundTrip(ctx, method, params, progress, hooks)
 	}
 	if err == nil {
 		c.remember(method, params)
@@ -499,13 +504,13 @@ func (c *Client) replay(ctx context.Context) {
 	var errs []error
 	for _, uri := range subs {
 		params, _ := json.Marshal(map[string]string{"uri": uri})
-		if _, err := c.roundTrip(ctx, "resources/subscribe", params, nil); err != nil {
+		if _, err := c.roundTrip(ctx, "resources/subscribe", params, progressToken(params), nil); err != nil {
 			errs = append(errs, fmt.Errorf("resources/subscribe: %w", err))
 		}
 	}
 	if level != "" {
 		params, _ := json.Marshal(map[string]string{"level": level})
-		if _, err := c.roundTrip(ctx, "logging/setLevel", params, nil); err != nil {
+		if _, err := c.roundTrip(ctx, "logging/setLevel", params, progressToken(params), nil); err != nil {
 			errs = append(errs, fmt.Errorf("logging/setLevel: %w", err))
 		}
 	}
@@ -518,10 +523,10 @@ func (c *Client) replay(ctx context.Context) {
 }
 
 // roundTrip sends one request under a fresh id and waits for its response.
-func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage, hooks *CallHooks) (json.RawMessage, error) {
+func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage, progress string, hooks *CallHooks) (json.RawMessage, error) {
 	params = c.traceParams(ctx, method, params)
 	id := jsonrpc.IntID(c.nextID.Add(1))
-	pc := &call{hooks: hooks, progress: progressToken(params), resp: make(chan *jsonrpc.Message, 1)}
+	pc := &call{hooks: hooks, progress: progress, resp: make(chan *jsonrpc.Message, 1)}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -876,6 +881,27 @@ func (c *Client) hooksFor(rel related, m *jsonrpc.Message) *CallHooks {
 		}
 	}
 	return nil
+}
+
+// callMembers reads, in one pass over a call's params, the name of the
+// tool or prompt of a tools/call or prompts/get ("" otherwise, or when
+// it is not a string) and the progress token (see progressToken).
+func callMembers(method string, params json.RawMessage) (target, progress string) {
+	if len(params) == 0 {
+		return "", ""
+	}
+	var vals [3]json.RawMessage // name, progressToken, _meta
+	rawjson.GetMany(params, []string{"name", "progressToken", "_meta"}, vals[:])
+	if method == "tools/call" || method == "prompts/get" {
+		if name := vals[0]; len(name) > 0 && name[0] == '"' {
+			target, _ = rawjson.Unquote(name)
+		}
+	}
+	tok, meta := vals[1], vals[2]
+	if tok == nil && meta != nil {
+		tok, _, _ = rawjson.Get(meta, "progressToken")
+	}
+	return target, string(tok)
 }
 
 // progressToken returns the raw progress token of a request's params

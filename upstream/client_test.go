@@ -668,6 +668,28 @@ func TestProgressToken(t *testing.T) {
 			if got := progressToken(json.RawMessage(tt.params)); got != tt.want {
 				t.Errorf("progressToken(%s) = %q, want %q", tt.params, got, tt.want)
 			}
+			// callMembers reads the same token, in its one pass.
+			if _, got := callMembers("tools/call", json.RawMessage(tt.params)); got != tt.want {
+				t.Errorf("callMembers(%s) token = %q, want %q", tt.params, got, tt.want)
+			}
 		})
+	}
+}
+
+func TestCallMembers_Target(t *testing.T) {
+	for _, tt := range []struct {
+		method, params, want string
+	}{
+		{"tools/call", `{"name":"echo","arguments":{"name":"inner"}}`, "echo"},
+		{"prompts/get", `{"name":"greet"}`, "greet"},
+		{"tools/call", `{"name":"a","name":"b\u0021"}`, "b!"}, // the last duplicate, unquoted
+		{"tools/call", `{"name":7}`, ""},
+		{"tools/call", `{"arguments":{}}`, ""},
+		{"resources/read", `{"name":"x","uri":"file:///a"}`, ""},
+		{"tools/call", ``, ""},
+	} {
+		if got, _ := callMembers(tt.method, json.RawMessage(tt.params)); got != tt.want {
+			t.Errorf("callMembers(%s, %s) target = %q, want %q", tt.method, tt.params, got, tt.want)
+		}
 	}
 }

@@ -538,8 +538,9 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 			return nil, ctx.Err()
 		}
 	}
-	cctx, uc := m.startCall(ctx, e, c, method, params)
-	res, err := c.Call(cctx, method, params, hooks)
+	target, progress := callMembers(method, params)
+	cctx, uc := m.startCall(ctx, e, c, method, target)
+	res, err := c.call(cctx, method, params, progress, hooks)
 	uc.end(cctx, res, err)
 	var cerr *ConnectionError
 	if !errors.As(err, &cerr) && !errors.Is(err, ErrClosed) {

@@ -159,19 +159,13 @@ type upstreamCall struct {
 	inFlight *telemetry.Count
 }
 
-// startCall starts the client span of a call of method with params to c,
-// a client of e, and counts it in flight. The returned ctx carries the
-// span, for the transports to propagate.
-func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method string, params json.RawMessage) (context.Context, *upstreamCall) {
+// startCall starts the client span of a call of method to c, a client of
+// e, and counts it in flight. target is the tool or prompt it names (see
+// callMembers), or "". The returned ctx carries the span, for the
+// transports to propagate.
+func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method, target string) (context.Context, *upstreamCall) {
 	server := telemetry.Server.String(e.cfg.Name)
 	uc := &upstreamCall{m: m, method: telemetry.MethodLabel(method), server: server}
-	target := ""
-	switch method {
-	case "tools/call", "prompts/get":
-		if n, ok := rawjson.String(params, "name"); ok && n != "" {
-			target = n
-		}
-	}
 	if method == "tools/call" {
 		uc.tool = target
 	}

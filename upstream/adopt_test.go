@@ -31,8 +31,14 @@ func TestParseLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			line := []byte(tt.line)
-			msgs, err := parseLine(line)
+			// The line, then another that the reader reads over it.
+			next := `{"jsonrpc":"2.0","id":9,"result":{"text":"` + strings.Repeat("#", len(tt.line)) + `"}}`
+			lr := newLineReader(strings.NewReader(tt.line+"\n"+next+"\n"), 1<<20)
+			line, err := lr.readLine()
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := parseLine(lr, line)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("parseLine accepted %.60s...", tt.line)
@@ -42,17 +48,19 @@ func TestParseLine(t *testing.T) {
 			if err != nil || len(msgs) != 1 {
 				t.Fatalf("parseLine = %d messages, %v", len(msgs), err)
 			}
-			// The reader reuses its buffer for the next line.
-			for i := range line {
-				line[i] = '#'
+			if again, err := lr.readLine(); err != nil || string(again) != next {
+				t.Fatalf("the next line read %.60q, %v", again, err)
 			}
 			m := msgs[0]
 			raw := m.Result
 			if raw == nil {
 				raw = m.Params
 			}
-			if strings.Contains(string(raw), "#") || strings.Contains(string(m.Result), "#") {
-				t.Fatalf("the message shares the line's buffer: %.60s", raw)
+			if m.Error != nil {
+				raw = json.RawMessage(m.Error.Message)
+			}
+			if strings.Contains(string(raw), "#") || !strings.Contains(tt.line, string(raw)) {
+				t.Fatalf("the message changed when the reader went on: %.60s", raw)
 			}
 			release := m.TakeRelease()
 			if (release != nil) != tt.wantPooled {

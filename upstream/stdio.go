@@ -333,7 +333,7 @@ func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) 
 			continue
 		}
 		// A JSON array is a batch, which 2025-03-26 servers may send.
-		msgs, err := parseLine(line)
+		msgs, err := parseLine(lr, line)
 		if err != nil {
 			t.logger.Debug("dropping a stdout line that is not JSON-RPC", "err", err, "line", truncate(line, loggedLineMax))
 			continue
@@ -344,25 +344,46 @@ func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) 
 	}
 }
 
-// answerBuffers hold large answers read from stdout: a response of
-// minPooledAnswer bytes or more is parsed in a buffer of its own from here,
-// which the caller that adopts the result (CallHooks.Adopt) gives back.
-// Without that, a 64 KiB result was most of the bytes mcpgw allocated per
-// call, and the garbage collector's work grew with it.
-var answerBuffers = bufpool.New(minPooledAnswer, 256<<10)
+// answerBuffers hold large answers read from stdout: a line of one
+// message of minPooledAnswer bytes or more is parsed where the line
+// reader read it, and the reader goes on in a buffer from here. When the
+// message is a successful response, the caller that adopts its result
+// (CallHooks.Adopt) gives the buffer back here once it has answered.
+// Without that, copying a 64 KiB result out of the reader into a new
+// buffer was most of the bytes mcpgw allocated per call, and the garbage
+// collector's work grew with it.
+var answerBuffers = bufpool.New(minPooledAnswer, maxPooledAnswer)
 
-const minPooledAnswer = 4 << 10
+const (
+	minPooledAnswer = 4 << 10
+	// maxPooledAnswer bounds the buffers kept: the reader's buffer for a
+	// 64 KiB line is 128 KiB, and a larger one is left to the garbage
+	// collector (the reader itself keeps up to lineReaderKeptSize).
+	maxPooledAnswer = 256 << 10
+)
 
-// parseLine parses one line of stdout, which the line reader reuses: into
-// a copy, pooled when the line is one large response.
-func parseLine(line []byte) ([]*jsonrpc.Message, error) {
+// parseLine parses line, which lr just read. A small line, or a batch,
+// is parsed in a copy, as the reader reuses its buffer; a large single
+// message is parsed in place and lr's buffer handed over (detach), so
+// that its bytes are not copied, and a successful response records how to
+// give that buffer back.
+func parseLine(lr *lineReader, line []byte) ([]*jsonrpc.Message, error) {
 	if len(line) < minPooledAnswer || line[0] != '{' {
 		msgs, _, err := jsonrpc.Parse(line)
 		return msgs, err
 	}
-	buf := append(answerBuffers.Get(len(line)), line...)
-	msgs, _, err := jsonrpc.ParseOwned(buf)
+	var buf []byte
+	if len(lr.buf) <= maxPooledAnswer {
+		buf = lr.detach(answerBuffers.Get)
+	} else {
+		// A buffer the pool would not keep: copy the line into one it does.
+		buf = append(answerBuffers.Get(len(line)), line...)
+		line = buf
+	}
+	msgs, _, err := jsonrpc.ParseOwned(line)
 	if err != nil {
+		// The caller may still log the line: its buffer is left to the
+		// garbage collector.
 		return nil, err
 	}
 	if m := msgs[0]; m.IsResponse() && m.Error == nil {

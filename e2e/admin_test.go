@@ -46,6 +46,19 @@ func (g *gateway) adminDo(t testing.TB, method, path, token, body string) (int, 
 	return resp.StatusCode, b
 }
 
+// adminGet GETs an admin path with the admin token and decodes its JSON
+// answer into v; anything but a 200 with JSON fails the test.
+func (g *gateway) adminGet(t testing.TB, path string, v any) {
+	t.Helper()
+	status, body := g.adminDo(t, "GET", path, g.Admin, "")
+	if status != http.StatusOK {
+		t.Fatalf("GET %s = %d %s", path, status, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v in %s", path, err, body)
+	}
+}
+
 // toolNames lists the exposed tool names a client sees.
 func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()

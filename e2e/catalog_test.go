@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"sort"
@@ -74,20 +72,10 @@ func startCatalog(t testing.TB, global string, ups ...catalogUpstream) *gateway 
 // problems returns the problems GET /admin/servers/{name} reports.
 func (g *gateway) problems(t testing.TB, name string) []string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", g.URL+"/admin/servers/"+name, nil)
-	req.Header.Set("Authorization", "Bearer "+g.Admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	var st struct {
 		Problems []string `json:"problems"`
 	}
-	if resp.StatusCode != 200 || json.Unmarshal(body, &st) != nil {
-		t.Fatalf("GET /admin/servers/%s = %d %s", name, resp.StatusCode, body)
-	}
+	g.adminGet(t, "/admin/servers/"+name, &st)
 	return st.Problems
 }
 

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,21 +222,8 @@ type serverStatus struct {
 
 func (g *gateway) status(t testing.TB, name string) serverStatus {
 	t.Helper()
-	req, _ := http.NewRequest("GET", g.URL+"/admin/servers/"+name, nil)
-	req.Header.Set("Authorization", "Bearer "+g.Admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET /admin/servers/%s = %d %s", name, resp.StatusCode, body)
-	}
 	var st serverStatus
-	if err := json.Unmarshal(body, &st); err != nil {
-		t.Fatal(err)
-	}
+	g.adminGet(t, "/admin/servers/"+name, &st)
 	return st
 }
 
@@ -273,13 +258,10 @@ func (g *gateway) waitMerged(t testing.TB, name string, count int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		code, raw := g.adminDo(t, "GET", "/admin/servers/"+name+"/tools", g.Admin, "")
 		var body struct {
 			Tools []json.RawMessage `json:"tools"`
 		}
-		if err := json.Unmarshal(raw, &body); code != http.StatusOK || err != nil {
-			t.Fatalf("GET /admin/servers/%s/tools = %d %s", name, code, raw)
-		}
+		g.adminGet(t, "/admin/servers/"+name+"/tools", &body)
 		if len(body.Tools) > 0 {
 			return
 		}

@@ -155,18 +155,8 @@ type relayStatus struct {
 
 func (g *gateway) relayStatus(t testing.TB, name string) relayStatus {
 	t.Helper()
-	req, _ := http.NewRequest("GET", g.URL+"/admin/servers/"+name, nil)
-	req.Header.Set("Authorization", "Bearer "+g.Admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	var st relayStatus
-	if resp.StatusCode != 200 || json.Unmarshal(body, &st) != nil {
-		t.Fatalf("GET /admin/servers/%s = %d %s", name, resp.StatusCode, body)
-	}
+	g.adminGet(t, "/admin/servers/"+name, &st)
 	return st
 }
 

@@ -171,11 +171,7 @@ func FuzzLineReader(f *testing.F) {
 	f.Add([]byte("12345678\r\n123456789\n"), uint16(8), uint8(3))
 	f.Add([]byte("\r\r\n\n\r"), uint16(0), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, max uint16, chunk uint8) {
-		var r io.Reader = bytes.NewReader(data)
-		if chunk > 0 {
-			r = &chunkReader{r: r, n: int(chunk)}
-		}
-		lr := newLineReader(r, int64(max))
+		lr := fuzzLineReader(data, max, chunk)
 		got, err := readAll(t, lr)
 		if !errors.Is(err, io.EOF) {
 			t.Fatalf("final error = %v, want io.EOF", err)
@@ -189,6 +185,16 @@ func FuzzLineReader(f *testing.F) {
 	})
 }
 
+// fuzzLineReader is a lineReader of data with cap max, whose reads return
+// at most chunk bytes (0: as many as asked).
+func fuzzLineReader(data []byte, max uint16, chunk uint8) *lineReader {
+	var r io.Reader = bytes.NewReader(data)
+	if chunk > 0 {
+		r = &chunkReader{r: r, n: int(chunk)}
+	}
+	return newLineReader(r, int64(max))
+}
+
 // FuzzLineReader_Detach is FuzzLineReader with every whole line's buffer
 // handed over (detach) and the line kept without a copy: the lines kept
 // read as refLines says when the input has ended.
@@ -196,11 +202,7 @@ func FuzzLineReader_Detach(f *testing.F) {
 	f.Add([]byte("a\nbb\r\nccc"), uint16(2), uint8(1))
 	f.Add([]byte("12345678\r\n123456789\nx\n"), uint16(16), uint8(3))
 	f.Fuzz(func(t *testing.T, data []byte, max uint16, chunk uint8) {
-		var r io.Reader = bytes.NewReader(data)
-		if chunk > 0 {
-			r = &chunkReader{r: r, n: int(chunk)}
-		}
-		lr := newLineReader(r, int64(max))
+		lr := fuzzLineReader(data, max, chunk)
 		type kept struct {
 			line    []byte
 			tooLong bool

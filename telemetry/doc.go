@@ -10,8 +10,9 @@
 // ones).
 //
 // Setup reads the standard OTEL_* environment: traces go to an OTLP/HTTP
-// exporter when OTEL_EXPORTER_OTLP_ENDPOINT (or its _TRACES_ variant) is
-// set, and nowhere otherwise (spans are then not recorded, but a client's
+// exporter (mcpgw's own, in otlp.go: the SDK's links the gRPC stack) when
+// OTEL_EXPORTER_OTLP_ENDPOINT (or its _TRACES_ variant) is set, and
+// nowhere otherwise (spans are then not recorded, but a client's
 // traceparent still reaches the upstreams unchanged); metrics are always
 // collected and served in the Prometheus text format by
 // Telemetry.MetricsHandler, for GET /metrics.

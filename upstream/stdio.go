@@ -376,7 +376,9 @@ func parseLine(lr *lineReader, line []byte) ([]*jsonrpc.Message, error) {
 	if len(lr.buf) <= maxPooledAnswer {
 		buf = lr.detach(answerBuffers.Get)
 	} else {
-		// A buffer the pool would not keep: copy the line into one it does.
+		// A reader buffer the pool would not keep (a line of over about
+		// 128 KiB grew it): copy the line into a buffer of its own size,
+		// which the pool keeps if that is within its bounds.
 		buf = append(answerBuffers.Get(len(line)), line...)
 		line = buf
 	}

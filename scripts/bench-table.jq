@@ -2,7 +2,9 @@
 # BENCHMARKS.md table: each case through mcpgw beside its direct run, and
 # the ratios to direct measured in the same run; then mcpgw's CPU per
 # small call as a multiple of the floor's (a bare net/http echo server) at
-# the same session count, beside issue 10's targets in the same unit.
+# the same session count, beside issue 10's targets in the same unit; the
+# 64 KiB case's share of its upstream's CPU; and, with more than one
+# round, each round's own ratios beside the ratios of the medians.
 def r(x): if x == null then "–" else ((x * 10 | round) / 10 | tostring) end;
 def median: map(select(. != null)) | sort
   | if length == 0 then null elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
@@ -21,7 +23,16 @@ def collapse: to_entries | map(.value + {order: .key}) | group_by([.case, .via])
       peak_rss_mib: (min_by(.round // 1) | .watched.peak_rss_mib)} end),
     errors: (map(.errors) | add)}) | sort_by(.order);
 def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b * 100 | round) / 100 | tostring) + "×" end;
-collapse
+def pct(a; b): if a == null or b == null or b == 0 then "–" else ((a / b * 1000 | round) / 10 | tostring) + "%" end;
+# rounds: for each case run both directly and through mcpgw in more than
+# one round, the pairs of its rounds' adjacent runs, {d, m} per round.
+def rounds: map(select(.via == "direct" or .via == "mcpgw")) | group_by(.case)
+  | map(select(any(.[]; .via == "mcpgw") and any(.[]; .via == "direct") and (map(.round // 1) | unique | length) > 1))
+  | map(. as $runs | {case: $runs[0].case, pairs: [(map(.round // 1) | unique)[] as $n
+      | ($runs | map(select((.round // 1) == $n))) as $r
+      | {d: ($r | map(select(.via == "direct")) | first), m: ($r | map(select(.via == "mcpgw")) | first)}]});
+. as $raw
+| collapse
 | group_by(.case) as $cases
 | "| case | via | req/s | ×direct | p50 µs | p99 µs | p50 added µs | server CPU µs/req | its children µs/req | peak RSS MiB | errors |",
   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -39,4 +50,14 @@ collapse
      "",
      (.[] | select(.via == "mcpgw" and (.case | test("^echo (stdio|http), [0-9]+ sessions$"))) | select($floor[.sessions | tostring] != null)
       | "- \(.case): \(r(.watched.cpu_us_per_req)) µs, \(ratio(.watched.cpu_us_per_req; $floor[.sessions | tostring]))")
+     end),
+  "",
+  (.[] | select(.via == "mcpgw" and (.case | test("KiB payload stdio")))
+   | "\(.case): mcpgw's CPU per call is \(pct(.watched.cpu_us_per_req; .watched.children_cpu_us_per_req)) of its upstream's (its server CPU over its children's, in the table); the target is 10%."),
+  ($raw | rounds | if length == 0 then empty else
+     "",
+     "Each round's own ratios, between a round's adjacent direct and mcpgw runs of a case (the table gives the ratios of the medians):",
+     "",
+     (.[] | "- \(.case): ×direct \(.pairs | map(ratio(.m.rps; .d.rps)) | join(", "))"
+        + (if .case | test("KiB payload stdio") then "; mcpgw's CPU as a share of its upstream's \(.pairs | map(pct(.m.watched.cpu_us_per_req; .m.watched.children_cpu_us_per_req)) | join(", "))" else "" end))
      end)

@@ -14,7 +14,9 @@
 # (default 1), interleaved: on a shared machine the speed drifts within
 # minutes, and each case's direct and mcpgw runs then see the same drift.
 # The table gives each figure's median over the rounds and the ratios of
-# those medians. Peak RSS is the first round's (see bench-table.jq).
+# those medians, and below it each round's own ratios (between that
+# round's adjacent direct and mcpgw runs). Peak RSS is the first round's
+# (see bench-table.jq).
 #
 # With two or more CPUs, the servers (mcpgw and the upstreams) run on CPU 0
 # and the load tool on CPU 1 (taskset), so that they do not compete.

@@ -244,7 +244,9 @@ type otlpExporter struct {
 }
 
 func newOTLPExporter(cfg otlpConfig, version string) *otlpExporter {
-	target := cfg.url
+	// otlpConfigFromEnv has parsed the URL; should it not parse, the
+	// errors do not show it, as it may hold a password.
+	target := "(an unreadable URL)"
 	if u, err := url.Parse(cfg.url); err == nil {
 		target = u.Redacted()
 	}
@@ -353,7 +355,8 @@ func (e *otlpFinalError) Error() string { return e.msg }
 func (e *otlpExporter) send(ctx context.Context, body []byte, n int) (time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.url, bytes.NewReader(body))
 	if err != nil {
-		return 0, &otlpFinalError{fmt.Sprintf("OTLP request to %s: %v", e.target, err)}
+		// Not err: url.Parse's errors quote the URL, password and all.
+		return 0, &otlpFinalError{fmt.Sprintf("building the OTLP request to %s failed", e.target)}
 	}
 	for k, vs := range e.cfg.headers {
 		req.Header[k] = vs

@@ -518,6 +518,22 @@ func TestOTLPExporter_CollectorDown(t *testing.T) {
 	}
 }
 
+// TestOTLPExporter_UnreadableURL: a URL that does not parse (which
+// otlpConfigFromEnv never lets through) fails the export without showing
+// it, as it may hold a password.
+func TestOTLPExporter_UnreadableURL(t *testing.T) {
+	e := testExporter("http://user:hunter2@[::1")
+	defer e.Shutdown(context.Background())
+	spans, _ := testSpans(t)
+	err := e.ExportSpans(t.Context(), spans)
+	if err == nil || !strings.Contains(err.Error(), "building the OTLP request to (an unreadable URL) failed") {
+		t.Fatalf("ExportSpans error %v", err)
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+}
+
 func TestOTLPExporter_Shutdown(t *testing.T) {
 	c, srv := newCollector(t, answer(http.StatusServiceUnavailable, "", nil))
 	e := testExporter(srv.URL, func(cfg *otlpConfig) { cfg.timeout = time.Minute })

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -184,7 +185,7 @@ func parseOTLPHeaders(s string) (http.Header, error) {
 			return nil, fmt.Errorf("pair %d has no '=': use key=value,key=value", i+1)
 		}
 		key, err := url.PathUnescape(strings.TrimSpace(k))
-		if err != nil || !validHeaderName(key) {
+		if err != nil || !httpguts.ValidHeaderFieldName(key) {
 			return nil, fmt.Errorf("pair %d: the key is not a valid header name", i+1)
 		}
 		val, err := url.PathUnescape(strings.TrimSpace(v))
@@ -192,39 +193,12 @@ func parseOTLPHeaders(s string) (http.Header, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pair %d (%s): the value's percent-encoding is broken", i+1, key)
 		}
-		if !validHeaderValue(val) {
+		if !httpguts.ValidHeaderFieldValue(val) {
 			return nil, fmt.Errorf("pair %d (%s): the value holds a control character", i+1, key)
 		}
 		h.Add(key, val)
 	}
 	return h, nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether s has no control character but tab.
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // otlpExporter sends finished spans to an OTLP/HTTP collector, encoded as

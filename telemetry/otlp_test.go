@@ -36,6 +36,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -192,11 +193,11 @@ func FuzzParseOTLPHeaders(f *testing.F) {
 		// written in the same format.
 		var pairs []string
 		for k, vs := range h {
-			if !validHeaderName(k) {
+			if !httpguts.ValidHeaderFieldName(k) {
 				t.Fatalf("accepted the header name %q", k)
 			}
 			for _, v := range vs {
-				if !validHeaderValue(v) || v != strings.TrimSpace(v) {
+				if !httpguts.ValidHeaderFieldValue(v) || v != strings.TrimSpace(v) {
 					t.Fatalf("accepted the header value %q", v)
 				}
 				pairs = append(pairs, url.PathEscape(k)+"="+url.PathEscape(v))
@@ -623,7 +624,7 @@ func FuzzOTLPAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, msg := otlpPartialSuccess(b)
 		for _, s := range []string{msg, otlpStatusMessage(b, true), otlpStatusMessage(b, false)} {
-			if !validHeaderValue(s) || len(s) > 256+len("…") {
+			if !httpguts.ValidHeaderFieldValue(s) || len(s) > 256+len("…") {
 				t.Fatalf("%q is not fit for a log line", s)
 			}
 		}

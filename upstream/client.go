@@ -504,13 +504,13 @@ func (c *Client) replay(ctx context.Context) {
 	var errs []error
 	for _, uri := range subs {
 		params, _ := json.Marshal(map[string]string{"uri": uri})
-		if _, err := c.roundTrip(ctx, "resources/subscribe", params, progressToken(params), nil); err != nil {
+		if _, err := c.roundTrip(ctx, "resources/subscribe", params, "", nil); err != nil {
 			errs = append(errs, fmt.Errorf("resources/subscribe: %w", err))
 		}
 	}
 	if level != "" {
 		params, _ := json.Marshal(map[string]string{"level": level})
-		if _, err := c.roundTrip(ctx, "logging/setLevel", params, progressToken(params), nil); err != nil {
+		if _, err := c.roundTrip(ctx, "logging/setLevel", params, "", nil); err != nil {
 			errs = append(errs, fmt.Errorf("logging/setLevel: %w", err))
 		}
 	}

@@ -245,7 +245,7 @@ const (
 // upstreams (children stopped and reaped, HTTP sessions deleted). Each
 // step has its own budget, so a drain that used all of the grace still
 // lets the last answers flush and the children stop.
-func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Server) error {
+func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv endpointServer) error {
 	p.ready.drain()
 	var errs []error
 	step := func(d time.Duration, f func(context.Context) error) {
@@ -285,6 +285,13 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Ser
 		errs = append(errs, fmt.Errorf("closing the media store: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// endpointServer is the main listener's server: net/http's, or h1's fast
+// path in front of it.
+type endpointServer interface {
+	Shutdown(context.Context) error
+	Close() error
 }
 
 // restoreServers adds to mgr, before it starts, the servers registered

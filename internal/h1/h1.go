@@ -1,5 +1,7 @@
-// Package h1 is a lean HTTP/1.1 client transport, for mcpgw's calls to
-// plain-HTTP upstream servers.
+// Package h1 is lean HTTP/1.1 on both of mcpgw's sides: a client
+// transport for its calls to plain-HTTP upstream servers (Transport), and
+// a fast path for the plain POSTs its MCP endpoint serves (Server, in
+// server.go), each handing what it does not do to net/http.
 //
 // It exists because net/http's Transport hands every request between three
 // goroutines: the caller's, the connection's writer and its reader. On a

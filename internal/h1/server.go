@@ -1,0 +1,970 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Server serves HTTP/1.1 on a listener. A plain POST, the MCP endpoint's
+// request, is read and answered on the connection's own goroutine; the
+// first request of a connection that is anything else (another method,
+// HTTP/1.0, Expect, Upgrade, a chunked or malformed request, a header
+// that does not fit the read buffer) hands the connection, with every
+// byte read from it, to net/http, which then serves it to its end.
+//
+// What the fast path leaves out of net/http's server is what it costs per
+// request on a small call: the background read that watches every request
+// for the client leaving (started here only once an answer streams, the
+// one case the edge's handlers need it), the response's own chunking
+// buffer and its header copies, and deadlines reset for each request
+// whose bytes are already in. It keeps what a server needs: the timeouts
+// of HTTP (ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout),
+// net/http's checks of the request (its own parser, http.ReadRequest, and
+// the server's Host and header checks; a request that fails any of them
+// goes to net/http for its error), a Date on every answer, the
+// Content-Length or chunked framing net/http would choose, unread bodies
+// drained up to 256 KiB or the connection closed, a handler's panic
+// logged with the connection closed, and a graceful Shutdown.
+type Server struct {
+	// HTTP serves the connections handed over, and gives the fast path
+	// its Handler, ErrorLog, MaxHeaderBytes and timeouts. Its ConnState,
+	// BaseContext and ConnContext apply to the handed-over connections
+	// only.
+	HTTP *http.Server
+
+	mu      sync.Mutex
+	ln      net.Listener
+	handoff *handoff
+	conns   map[*serverConn]struct{}
+	active  sync.WaitGroup // serving goroutines of the fast path
+	closing atomic.Bool
+}
+
+// maxDrain bounds how much of a body its handler left unread is read past,
+// before the answer or when the handler closes it, to keep the
+// connection, as net/http does: from it on, the answer says Connection:
+// close.
+const maxDrain = 256 << 10
+
+// Serve accepts connections on ln until Shutdown or Close, and returns
+// http.ErrServerClosed then, or the listener's error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.ln != nil {
+		s.mu.Unlock()
+		return errors.New("h1: Serve called twice")
+	}
+	s.ln = ln
+	s.handoff = &handoff{addr: ln.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
+	s.conns = map[*serverConn]struct{}{}
+	s.mu.Unlock()
+	if s.closing.Load() {
+		ln.Close()
+		return http.ErrServerClosed
+	}
+
+	go s.HTTP.Serve(s.handoff) // until Shutdown or Close closes handoff
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
+				// Out of descriptors and the like: wait, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logf("h1: accept error: %v; retrying in %v", err, backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			s.handoff.close()
+			return err
+		}
+		backoff = 0
+		c := s.newConn(nc)
+		if c == nil {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, closes the idle connections, and waits for
+// the ones answering a request to finish theirs, and for net/http's own,
+// until ctx ends (then it returns ctx's error, and Close can cut them).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing.Store(true) // under mu: newConn's check and Add are one step
+	ln, ho := s.ln, s.handoff
+	s.mu.Unlock()
+	var lnErr error
+	if ln != nil {
+		lnErr = ln.Close()
+		if errors.Is(lnErr, net.ErrClosed) {
+			lnErr = nil
+		}
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- s.HTTP.Shutdown(ctx) }()
+	if ho == nil {
+		return errors.Join(lnErr, <-httpErr)
+	}
+
+	done := make(chan struct{})
+	go func() {
+		s.active.Wait()
+		close(done)
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// A connection that went idle after its last answer is closed
+		// at the next tick; one that is answering finishes first.
+		s.closeIdle()
+		select {
+		case <-done:
+			return errors.Join(lnErr, <-httpErr)
+		case <-ctx.Done():
+			<-httpErr
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closing.Store(true)
+	ln := s.ln
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	var err error
+	if ln != nil {
+		if err = ln.Close(); errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	}
+	return errors.Join(err, s.HTTP.Close())
+}
+
+func (s *Server) closeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.idle.Load() {
+			c.nc.Close()
+		}
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if l := s.HTTP.ErrorLog; l != nil {
+		l.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// newConn tracks a connection just accepted, or returns nil once the
+// server is closing.
+func (s *Server) newConn(nc net.Conn) *serverConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return nil
+	}
+	c := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.idle.Store(true)
+	c.cr.nc = nc
+	s.conns[c] = struct{}{}
+	s.active.Add(1)
+	return c
+}
+
+func (s *Server) forget(c *serverConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.active.Done()
+}
+
+// handoff is the listener net/http serves: the connections the fast path
+// hands over.
+type handoff struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (h *handoff) Accept() (net.Conn, error) {
+	select {
+	case c := <-h.ch:
+		return c, nil
+	case <-h.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (h *handoff) Close() error {
+	h.close()
+	return nil
+}
+
+func (h *handoff) close() { h.once.Do(func() { close(h.done) }) }
+
+func (h *handoff) Addr() net.Addr { return h.addr }
+
+// give hands c to net/http, or closes it once net/http has stopped.
+func (h *handoff) give(c net.Conn) {
+	select {
+	case h.ch <- c:
+	case <-h.done:
+		c.Close()
+	}
+}
+
+// prefixConn is a connection handed over with the bytes the fast path had
+// read from it: net/http reads those first.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// connReader reads a connection for its bufio.Reader, with the byte a
+// watch read, if it read one, first.
+type connReader struct {
+	nc       net.Conn
+	stashed  bool
+	stash    byte
+	watching chan struct{} // closed when the watch is over; nil when none
+	aborting atomic.Bool
+	gone     atomic.Bool // the watch found the client gone
+}
+
+func (r *connReader) Read(b []byte) (int, error) {
+	if r.stashed && len(b) > 0 {
+		b[0] = r.stash
+		r.stashed = false
+		return 1, nil
+	}
+	return r.nc.Read(b)
+}
+
+// watch reads the connection from a goroutine of its own while an answer
+// streams, so that the client leaving cancels the request (as net/http's
+// background read does for every request). A byte read (the client's next
+// request) is stashed for the next read.
+func (r *connReader) watch(cancel context.CancelCauseFunc) {
+	r.watching = make(chan struct{})
+	go func() {
+		defer close(r.watching)
+		var b [1]byte
+		n, err := r.nc.Read(b[:])
+		if n == 1 {
+			r.stash, r.stashed = b[0], true
+			return
+		}
+		if err != nil && !r.aborting.Load() {
+			r.gone.Store(true)
+			cancel(errClientGone)
+		}
+	}()
+}
+
+// unwatch ends a watch, if one runs, and waits for its goroutine; the
+// connection's read deadline is then set to rd again.
+func (r *connReader) unwatch(rd time.Time) {
+	if r.watching == nil {
+		return
+	}
+	r.aborting.Store(true)
+	r.nc.SetReadDeadline(aLongTimeAgo)
+	<-r.watching
+	r.nc.SetReadDeadline(rd)
+	r.aborting.Store(false)
+	r.watching = nil
+}
+
+var (
+	aLongTimeAgo  = time.Unix(1, 0)
+	errClientGone = errors.New("h1: the client closed the connection")
+)
+
+// serverConn is one connection on the fast path.
+type serverConn struct {
+	s      *Server
+	nc     net.Conn
+	cr     connReader
+	br     *bufio.Reader
+	remote string
+	ctx    context.Context // with net/http's server and local address values
+	idle   atomic.Bool     // waiting for a request: Shutdown may close it
+	rd     time.Time       // the read deadline set on nc
+	served int             // requests answered
+}
+
+// setReadDeadline sets nc's read deadline when it changes: a request
+// whose bytes are all in costs no deadline call when no timeout is set.
+func (c *serverConn) setReadDeadline(t time.Time) {
+	if !t.Equal(c.rd) {
+		c.rd = t
+		c.nc.SetReadDeadline(t)
+	}
+}
+
+func (c *serverConn) serve() {
+	handed := false
+	defer func() {
+		if c.br != nil {
+			c.br.Reset(nil)
+			readers.Put(c.br)
+		}
+		if !handed {
+			c.nc.Close()
+		}
+		c.s.forget(c)
+	}()
+	c.br = readers.Get().(*bufio.Reader)
+	c.br.Reset(&c.cr)
+	c.ctx = context.WithValue(context.WithValue(context.Background(),
+		http.ServerContextKey, c.s.HTTP), http.LocalAddrContextKey, c.nc.LocalAddr())
+	for {
+		req, raw, ok := c.next()
+		if req == nil {
+			if ok {
+				c.handOver(raw)
+				handed = true
+			}
+			return
+		}
+		c.served++
+		if !c.answer(req) || c.s.closing.Load() {
+			return
+		}
+	}
+}
+
+// next reads the next request of the fast path. It returns nil when there
+// is none: with ok when the connection is to be handed over (raw then
+// holds the bytes already read of it, consumed or not), without when it
+// is to be closed.
+func (c *serverConn) next() (req *http.Request, raw []byte, ok bool) {
+	hs := c.s.HTTP
+	c.idle.Store(true)
+	if d := idleTimeout(hs); d > 0 {
+		c.setReadDeadline(time.Now().Add(d))
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		return nil, nil, false
+	}
+	c.idle.Store(false)
+	if c.s.closing.Load() {
+		return nil, nil, false
+	}
+	if c.served > 0 {
+		// Old clients end a POST's body with a line break that is not
+		// the body's; net/http skips up to 4 bytes of it, and so must
+		// this, which would otherwise hand the next request over with
+		// it (see next's callers).
+		b, _ := c.br.Peek(min(4, c.br.Buffered()))
+		if k := numLeadingCRorLF(b); k > 0 {
+			c.br.Discard(k)
+			if _, err := c.br.Peek(1); err != nil {
+				return nil, nil, false
+			}
+		}
+	}
+	var deadline time.Time
+	if hs.ReadTimeout > 0 {
+		deadline = time.Now().Add(hs.ReadTimeout)
+	}
+	// The header must be in the buffer before it is parsed: it is kept
+	// unconsumed until the request is known to be the fast path's.
+	n := headerEnd(c.peek())
+	if n < 0 {
+		hd := deadline
+		if d := hs.ReadHeaderTimeout; d > 0 {
+			hd = time.Now().Add(d)
+		}
+		c.setReadDeadline(hd)
+		for n < 0 && c.br.Buffered() < c.br.Size() {
+			// A header cut short, or not in within its time: net/http
+			// would answer neither.
+			if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
+				return nil, nil, false
+			}
+			n = headerEnd(c.peek())
+		}
+	}
+	c.setReadDeadline(deadline)
+	all := c.peek()
+	if n < 0 || !fastRequestLine(all) {
+		return nil, all, true
+	}
+	r, err := http.ReadRequest(c.br)
+	if consumed := len(all) - c.br.Buffered(); consumed > n {
+		// Never seen: the parser read past the header's end as
+		// headerEnd finds it (FuzzHeaderEnd holds them to agree).
+		return nil, nil, false
+	}
+	if err != nil || !c.fast(r) {
+		// The parser read within the buffer, never past it, so all still
+		// holds this request's bytes from its start.
+		return nil, all, true
+	}
+	return r, nil, false
+}
+
+func numLeadingCRorLF(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c != '\r' && c != '\n' {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// peek returns the bytes buffered and not yet consumed.
+func (c *serverConn) peek() []byte {
+	b, _ := c.br.Peek(c.br.Buffered())
+	return b
+}
+
+func idleTimeout(hs *http.Server) time.Duration {
+	if hs.IdleTimeout != 0 {
+		return hs.IdleTimeout
+	}
+	return hs.ReadTimeout
+}
+
+// headerEnd returns the length of the request header at the start of b,
+// its empty line included, or -1 when b holds no empty line. It ends where
+// http.ReadRequest stops reading: at the first line that is empty but for
+// its "\n" or "\r\n".
+func headerEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		switch {
+		case i < len(b) && b[i] == '\n':
+			return i + 1
+		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
+			return i + 2
+		}
+	}
+}
+
+// fastRequestLine reports whether b starts with a request line the fast
+// path may take: a POST over HTTP/1.1.
+func fastRequestLine(b []byte) bool {
+	if !bytes.HasPrefix(b, []byte("POST ")) {
+		return false
+	}
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return false
+	}
+	line := bytes.TrimSuffix(b[:i], []byte("\r"))
+	return bytes.HasSuffix(line, []byte(" HTTP/1.1"))
+}
+
+// fast reports whether r is the fast path's, making the checks net/http's
+// server makes beyond http.ReadRequest's; a request that fails one goes to
+// net/http, which answers it as it always has.
+func (c *serverConn) fast(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.ProtoMajor != 1 || r.ProtoMinor != 1 ||
+		len(r.TransferEncoding) > 0 || r.ContentLength < 0 {
+		return false
+	}
+	// http.ReadRequest takes the Host header out of the header, so its
+	// value is checked in r.Host, where an origin-form request (what
+	// clients send) has it: a request without one, or with its authority
+	// in its target, is net/http's to judge.
+	if r.URL.Host != "" || r.Host == "" || !httpguts.ValidHostHeader(r.Host) {
+		return false
+	}
+	if _, ok := r.Header["Expect"]; ok {
+		return false
+	}
+	if _, ok := r.Header["Upgrade"]; ok {
+		return false
+	}
+	if max := c.s.HTTP.MaxHeaderBytes; max > 0 && c.br.Size() > max {
+		return false // a limit below the buffer: net/http enforces it
+	}
+	for k, vv := range r.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// handOver gives the connection to net/http with the bytes read of it.
+func (c *serverConn) handOver(raw []byte) {
+	// A byte a watch stashed is in raw by now: next peeked past it.
+	c.s.handoff.give(&prefixConn{Conn: c.nc, prefix: bytes.Clone(raw)})
+}
+
+// answer serves r and reports whether the connection can carry another
+// request.
+func (c *serverConn) answer(r *http.Request) (keep bool) {
+	hs := c.s.HTTP
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	r = r.WithContext(ctx)
+	r.RemoteAddr = c.remote
+	b := &requestBody{br: c.br, n: r.ContentLength}
+	if r.ContentLength == 0 {
+		r.Body = http.NoBody
+	} else {
+		r.Body = b
+	}
+	if hs.WriteTimeout > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(hs.WriteTimeout))
+	}
+	w := &response{c: c, req: r, header: http.Header{}, body: b, cancel: cancel,
+		closeAfter: r.Close || c.s.closing.Load()}
+	defer func() {
+		c.cr.unwatch(c.rd)
+		cancel(context.Canceled)
+		if w.bw != nil {
+			w.bw.Reset(nil)
+			writers.Put(w.bw)
+			w.bw = nil
+		}
+	}()
+	if !c.serveHandler(w, r) {
+		return false
+	}
+	if !w.finish() || w.closeAfter || c.cr.gone.Load() {
+		return false
+	}
+	if b.n > 0 {
+		return false // sendHeader could not read past it
+	}
+	if hs.WriteTimeout > 0 {
+		c.nc.SetWriteDeadline(time.Time{})
+	}
+	return true
+}
+
+// serveHandler runs the handler, and reports false when it panicked.
+func (c *serverConn) serveHandler(w *response, r *http.Request) (ok bool) {
+	defer func() {
+		if err := recover(); err != nil {
+			if err != http.ErrAbortHandler {
+				const size = 64 << 10
+				buf := make([]byte, size)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("http: panic serving %v: %v\n%s", c.remote, err, buf)
+			}
+			ok = false
+		}
+	}()
+	h := c.s.HTTP.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	h.ServeHTTP(w, r)
+	return true
+}
+
+// requestBody is a fast-path request's body: the next n bytes of the connection.
+type requestBody struct {
+	br     *bufio.Reader
+	n      int64
+	err    error
+	closed bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.br.Read(p)
+	b.n -= int64(n)
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		b.err = err
+	} else if b.n == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// discard reads the rest of the body, and reports whether all of it came.
+func (b *requestBody) discard() bool {
+	_, err := io.Copy(io.Discard, b)
+	return err == nil && b.n == 0
+}
+
+// Close reads past the rest of a body shorter than maxDrain, as net/http's
+// does, so that the connection can carry the next request.
+func (b *requestBody) Close() error {
+	if !b.closed && b.n > 0 && b.n < maxDrain && b.err == nil {
+		b.discard()
+	}
+	b.closed = true
+	return nil
+}
+
+// response is a fast-path request's http.ResponseWriter.
+type response struct {
+	c      *serverConn
+	req    *http.Request
+	header http.Header
+	body   *requestBody
+	cancel context.CancelCauseFunc
+	bw     *bufio.Writer
+
+	status      int
+	wroteHeader bool  // WriteHeader called with a final status
+	sent        bool  // the status line and header are in bw
+	chunked     bool  // the body goes out in chunks
+	declared    int64 // the handler's Content-Length, or -1
+	written     int64 // body bytes written
+	pending     []byte
+	unbuffered  bool // chunked from the first write
+	closeAfter  bool
+	failed      bool // a write to the connection failed
+}
+
+// bufferLimit is how much of a body with no Content-Length of its
+// handler's is held to give it one; beyond it, or on Flush, it is chunked.
+const bufferLimit = 4 << 10
+
+func (w *response) Header() http.Header { return w.header }
+
+func (w *response) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.wroteHeader {
+		return
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		// An interim answer goes out at once, with the header so far.
+		w.writeInterim(code)
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	w.declared = -1
+	if v := w.header.Get("Content-Length"); v != "" {
+		if n, err := strconv.ParseUint(v, 10, 63); err == nil {
+			w.declared = int64(n)
+		} else {
+			// As net/http does: the answer goes out chunked.
+			w.c.s.logf("http: invalid Content-Length of %q", v)
+			w.header.Del("Content-Length")
+			w.unbuffered = true
+		}
+	}
+}
+
+func (w *response) writeInterim(code int) {
+	bw := w.writer()
+	bw.Write(statusLine(nil, code))
+	writeHeader(bw, w.header, nil)
+	bw.WriteString("\r\n")
+	if bw.Flush() != nil {
+		w.failed = true
+	}
+}
+
+func (w *response) writer() *bufio.Writer {
+	if w.bw == nil {
+		w.bw = writers.Get().(*bufio.Writer)
+		w.bw.Reset(w.c.nc)
+	}
+	return w.bw
+}
+
+// bodyless reports whether the status has no body.
+func bodyless(code int) bool {
+	return code == http.StatusNoContent || code == http.StatusNotModified || (code >= 100 && code < 200)
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed || w.c.cr.gone.Load() {
+		return 0, errClientGone
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if bodyless(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if !w.sent {
+		if w.declared >= 0 {
+			w.sendHeader(false, p)
+		} else if !w.unbuffered && len(w.pending)+len(p) <= bufferLimit {
+			w.pending = append(w.pending, p...)
+			return len(p), nil
+		} else {
+			w.sendHeader(true, append(w.pending, p...))
+			w.writeChunk(w.pending)
+			w.pending = nil
+		}
+	}
+	if w.chunked {
+		w.writeChunk(p)
+	} else if _, err := w.bw.Write(p); err != nil {
+		w.failed = true
+	}
+	if w.failed {
+		return 0, errClientGone
+	}
+	return len(p), nil
+}
+
+func (w *response) writeChunk(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	bw := w.bw
+	var n [16]byte
+	bw.Write(strconv.AppendInt(n[:0], int64(len(p)), 16))
+	bw.WriteString("\r\n")
+	bw.Write(p)
+	if _, err := bw.WriteString("\r\n"); err != nil {
+		w.failed = true
+	}
+}
+
+// sendHeader puts the status line and header into bw, framing the body
+// in chunks or by its length. first is the body's start, for a
+// Content-Type the handler did not set.
+func (w *response) sendHeader(chunked bool, first []byte) {
+	w.sent = true
+	bw := w.writer()
+	bw.Write(statusLine(nil, w.status))
+	if v := w.header["Connection"]; len(v) > 0 && httpguts.HeaderValuesContainsToken(v, "close") {
+		w.closeAfter = true
+	}
+	if w.c.s.closing.Load() {
+		w.closeAfter = true
+	}
+	if b := w.body; b.n > 0 && !w.closeAfter && (b.closed || b.n >= maxDrain || !b.discard()) {
+		w.closeAfter = true
+	}
+	var extra []byte
+	switch {
+	case bodyless(w.status):
+	case chunked && w.declared < 0:
+		w.chunked = true
+		extra = append(extra, "Transfer-Encoding: chunked\r\n"...)
+	default:
+		n := w.declared
+		if n < 0 {
+			n = int64(len(w.pending))
+		}
+		extra = append(extra, "Content-Length: "...)
+		extra = strconv.AppendInt(extra, n, 10)
+		extra = append(extra, "\r\n"...)
+	}
+	if _, ok := w.header["Content-Type"]; !ok && !bodyless(w.status) && len(first) > 0 {
+		extra = append(extra, "Content-Type: "...)
+		extra = append(extra, http.DetectContentType(first)...)
+		extra = append(extra, "\r\n"...)
+	}
+	if _, ok := w.header["Date"]; !ok {
+		extra = append(extra, "Date: "...)
+		extra = append(extra, httpDate()...)
+		extra = append(extra, "\r\n"...)
+	}
+	if w.closeAfter {
+		extra = append(extra, "Connection: close\r\n"...)
+	}
+	writeHeader(bw, w.header, extra)
+	if _, err := bw.WriteString("\r\n"); err != nil {
+		w.failed = true
+	}
+}
+
+// hopHeaders are the header's own framing fields: the server writes them.
+var hopHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Trailer": true}
+
+// newlineToSpace keeps a value's line breaks out of the header, as
+// net/http's Header.Write does.
+var newlineToSpace = strings.NewReplacer("\r", " ", "\n", " ")
+
+// writeHeader writes h's fields (but the framing ones) and extra.
+func writeHeader(bw *bufio.Writer, h http.Header, extra []byte) {
+	for k, vv := range h {
+		if hopHeaders[k] || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			if strings.ContainsAny(v, "\r\n") {
+				v = newlineToSpace.Replace(v)
+			}
+			bw.WriteString(strings.TrimSpace(v))
+			bw.WriteString("\r\n")
+		}
+	}
+	bw.Write(extra)
+}
+
+func statusLine(b []byte, code int) []byte {
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	if text := http.StatusText(code); text != "" {
+		b = append(b, text...)
+	} else {
+		b = append(b, "status code "...)
+		b = strconv.AppendInt(b, int64(code), 10)
+	}
+	return append(b, "\r\n"...)
+}
+
+// dates keeps the Date value of the current second.
+var dates atomic.Pointer[dateValue]
+
+type dateValue struct {
+	sec int64
+	s   string
+}
+
+func httpDate() string {
+	now := time.Now()
+	if d := dates.Load(); d != nil && d.sec == now.Unix() {
+		return d.s
+	}
+	d := &dateValue{sec: now.Unix(), s: now.UTC().Format(http.TimeFormat)}
+	dates.Store(d)
+	return d.s
+}
+
+// Flush sends what the handler wrote; the answer is chunked from then on
+// unless the handler gave its length. The first flush also starts
+// watching the connection, for an answer that streams outlives what the
+// client may wait for.
+func (w *response) Flush() { w.FlushError() }
+
+// FlushError is Flush, reporting a write that failed (for
+// http.ResponseController).
+func (w *response) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed || w.c.cr.gone.Load() {
+		return errClientGone
+	}
+	if !w.sent {
+		w.sendHeader(true, w.pending)
+		if w.chunked {
+			w.writeChunk(w.pending)
+		} else {
+			w.bw.Write(w.pending)
+		}
+		w.pending = nil
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.failed = true
+		return err
+	}
+	// Watching needs the connection to itself: the body read and nothing
+	// more buffered (a client does not send its next request before this
+	// answer ends, but if it did, that request is not read early).
+	if w.c.cr.watching == nil && w.body.n == 0 && w.c.br.Buffered() == 0 {
+		w.c.cr.watch(w.cancel)
+	}
+	return nil
+}
+
+// SetWriteDeadline sets the connection's write deadline (for
+// http.ResponseController), as net/http's response does.
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// finish ends the answer after its handler returned, and reports whether
+// the connection is still good for another request.
+func (w *response) finish() bool {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed || w.c.cr.gone.Load() {
+		return false
+	}
+	if !w.sent {
+		w.sendHeader(false, w.pending)
+		if _, err := w.bw.Write(w.pending); err != nil {
+			w.failed = true
+		}
+		w.pending = nil
+	}
+	if w.chunked {
+		w.bw.WriteString("0\r\n\r\n")
+	}
+	if w.declared >= 0 && w.written < w.declared && !bodyless(w.status) {
+		// An answer cut short of its length ends its connection, or the
+		// client would read the next answer as its rest.
+		w.closeAfter = true
+	}
+	if err := w.bw.Flush(); err != nil {
+		return false
+	}
+	return !w.failed
+}

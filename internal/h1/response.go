@@ -1,0 +1,393 @@
+package h1
+
+// The fast path's request body and http.ResponseWriter (see Server).
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// requestBody is a fast-path request's body: the next n bytes of the connection.
+type requestBody struct {
+	br     *bufio.Reader
+	n      int64
+	err    error
+	closed bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.br.Read(p)
+	b.n -= int64(n)
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		b.err = err
+	} else if b.n == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// discard reads the rest of the body, and reports whether all of it came.
+func (b *requestBody) discard() bool {
+	_, err := io.Copy(io.Discard, b)
+	return err == nil && b.n == 0
+}
+
+// Close reads past the rest of a body shorter than maxDrain, as net/http's
+// does, so that the connection can carry the next request.
+func (b *requestBody) Close() error {
+	if !b.closed && b.n > 0 && b.n < maxDrain && b.err == nil {
+		b.discard()
+	}
+	b.closed = true
+	return nil
+}
+
+// response is a fast-path request's http.ResponseWriter.
+type response struct {
+	c      *serverConn
+	req    *http.Request
+	header http.Header
+	body   *requestBody
+	cancel context.CancelCauseFunc
+	bw     *bufio.Writer
+
+	status      int
+	wroteHeader bool  // WriteHeader called with a final status
+	sent        bool  // the status line and header are in bw
+	chunked     bool  // the body goes out in chunks
+	declared    int64 // the handler's Content-Length, or -1
+	written     int64 // body bytes written
+	pending     []byte
+	unbuffered  bool // chunked from the first write
+	closeAfter  bool
+	failed      bool // a write to the connection failed
+}
+
+// bufferLimit is how much of a body with no Content-Length of its
+// handler's is held to give it one; beyond it, or on Flush, it is chunked.
+const bufferLimit = 4 << 10
+
+func (w *response) Header() http.Header { return w.header }
+
+func (w *response) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.wroteHeader {
+		return
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		// An interim answer goes out at once, with the header so far.
+		w.writeInterim(code)
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	w.declared = -1
+	if v := w.header.Get("Content-Length"); v != "" {
+		if n, err := strconv.ParseUint(v, 10, 63); err == nil {
+			w.declared = int64(n)
+		} else {
+			// As net/http does: the answer goes out chunked.
+			w.c.s.logf("http: invalid Content-Length of %q", v)
+			w.header.Del("Content-Length")
+			w.unbuffered = true
+		}
+	}
+}
+
+func (w *response) writeInterim(code int) {
+	bw := w.writer()
+	bw.WriteString(statusLine(code))
+	writeHeader(bw, w.header)
+	bw.WriteString("\r\n")
+	if bw.Flush() != nil {
+		w.failed = true
+	}
+}
+
+func (w *response) writer() *bufio.Writer {
+	if w.bw == nil {
+		w.bw = writers.Get().(*bufio.Writer)
+		w.bw.Reset(w.c.nc)
+	}
+	return w.bw
+}
+
+// bodyless reports whether the status has no body.
+func bodyless(code int) bool {
+	return code == http.StatusNoContent || code == http.StatusNotModified || (code >= 100 && code < 200)
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed || w.c.cr.gone.Load() {
+		return 0, errClientGone
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if bodyless(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if !w.sent {
+		if w.declared >= 0 {
+			w.sendHeader(false, p)
+		} else if !w.unbuffered && len(w.pending)+len(p) <= bufferLimit {
+			w.pending = append(w.pending, p...)
+			return len(p), nil
+		} else {
+			w.sendHeader(true, append(w.pending, p...))
+			w.writeChunk(w.pending)
+			w.pending = nil
+		}
+	}
+	if w.chunked {
+		w.writeChunk(p)
+	} else if _, err := w.bw.Write(p); err != nil {
+		w.failed = true
+	}
+	if w.failed {
+		return 0, errClientGone
+	}
+	return len(p), nil
+}
+
+func (w *response) writeChunk(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	bw := w.bw
+	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(p)), 16))
+	bw.WriteString("\r\n")
+	bw.Write(p)
+	if _, err := bw.WriteString("\r\n"); err != nil {
+		w.failed = true
+	}
+}
+
+// sendHeader puts the status line and header into bw, framing the body
+// in chunks or by its length. first is the body's start, for a
+// Content-Type the handler did not set.
+func (w *response) sendHeader(chunked bool, first []byte) {
+	w.sent = true
+	bw := w.writer()
+	bw.WriteString(statusLine(w.status))
+	if v := w.header["Connection"]; len(v) > 0 && httpguts.HeaderValuesContainsToken(v, "close") {
+		w.closeAfter = true
+	}
+	if w.c.s.closing.Load() {
+		w.closeAfter = true
+	}
+	if b := w.body; b.n > 0 && !w.closeAfter && (b.closed || b.n >= maxDrain || !b.discard()) {
+		w.closeAfter = true
+	}
+	switch {
+	case bodyless(w.status):
+	case chunked && w.declared < 0:
+		w.chunked = true
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	default:
+		n := w.declared
+		if n < 0 {
+			n = int64(len(w.pending))
+		}
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, 10))
+		bw.WriteString("\r\n")
+	}
+	if _, ok := w.header["Content-Type"]; !ok && !bodyless(w.status) && len(first) > 0 {
+		bw.WriteString("Content-Type: ")
+		bw.WriteString(http.DetectContentType(first))
+		bw.WriteString("\r\n")
+	}
+	if _, ok := w.header["Date"]; !ok {
+		bw.WriteString("Date: ")
+		bw.WriteString(httpDate())
+		bw.WriteString("\r\n")
+	}
+	if w.closeAfter {
+		bw.WriteString("Connection: close\r\n")
+	}
+	writeHeader(bw, w.header)
+	if _, err := bw.WriteString("\r\n"); err != nil {
+		w.failed = true
+	}
+}
+
+// framing reports whether k is a field of the answer's framing, which the
+// server writes itself.
+func framing(k string) bool {
+	switch k {
+	case "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+		return true
+	}
+	return false
+}
+
+// newlineToSpace keeps a value's line breaks out of the header, as
+// net/http's Header.Write does.
+var newlineToSpace = strings.NewReplacer("\r", " ", "\n", " ")
+
+// writeHeader writes h's fields but the framing ones.
+func writeHeader(bw *bufio.Writer, h http.Header) {
+	for k, vv := range h {
+		if framing(k) || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			if strings.ContainsAny(v, "\r\n") {
+				v = newlineToSpace.Replace(v)
+			}
+			bw.WriteString(strings.TrimSpace(v))
+			bw.WriteString("\r\n")
+		}
+	}
+}
+
+// statusLine returns the status line of an answer with the code.
+func statusLine(code int) string {
+	if code < len(statusLines) && statusLines[code] != "" {
+		return statusLines[code]
+	}
+	return newStatusLine(code)
+}
+
+// statusLines holds the status lines of the codes net/http has a text for.
+var statusLines = func() (lines [600]string) {
+	for code := range lines {
+		if http.StatusText(code) != "" {
+			lines[code] = newStatusLine(code)
+		}
+	}
+	return lines
+}()
+
+func newStatusLine(code int) string {
+	text := http.StatusText(code)
+	if text == "" {
+		text = "status code " + strconv.Itoa(code)
+	}
+	return "HTTP/1.1 " + strconv.Itoa(code) + " " + text + "\r\n"
+}
+
+// dates keeps the Date value of the current second.
+var dates atomic.Pointer[dateValue]
+
+type dateValue struct {
+	sec int64
+	s   string
+}
+
+func httpDate() string {
+	now := time.Now()
+	if d := dates.Load(); d != nil && d.sec == now.Unix() {
+		return d.s
+	}
+	d := &dateValue{sec: now.Unix(), s: now.UTC().Format(http.TimeFormat)}
+	dates.Store(d)
+	return d.s
+}
+
+// Flush sends what the handler wrote; the answer is chunked from then on
+// unless the handler gave its length. The first flush also starts
+// watching the connection, for an answer that streams outlives what the
+// client may wait for.
+func (w *response) Flush() { w.FlushError() }
+
+// FlushError is Flush, reporting a write that failed (for
+// http.ResponseController).
+func (w *response) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed || w.c.cr.gone.Load() {
+		return errClientGone
+	}
+	if !w.sent {
+		w.sendHeader(true, w.pending)
+		if w.chunked {
+			w.writeChunk(w.pending)
+		} else {
+			w.bw.Write(w.pending)
+		}
+		w.pending = nil
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.failed = true
+		return err
+	}
+	// Watching needs the connection to itself: the body read and nothing
+	// more buffered (a client does not send its next request before this
+	// answer ends, but if it did, that request is not read early).
+	if w.c.cr.watching == nil && w.body.n == 0 && w.c.br.Buffered() == 0 {
+		w.c.cr.watch(w.cancel)
+	}
+	return nil
+}
+
+// SetWriteDeadline sets the connection's write deadline (for
+// http.ResponseController), as net/http's response does.
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// finish ends the answer after its handler returned, and reports whether
+// the connection is still good for another request.
+func (w *response) finish() bool {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed || w.c.cr.gone.Load() {
+		return false
+	}
+	if !w.sent {
+		w.sendHeader(false, w.pending)
+		if _, err := w.bw.Write(w.pending); err != nil {
+			w.failed = true
+		}
+		w.pending = nil
+	}
+	if w.chunked {
+		w.bw.WriteString("0\r\n\r\n")
+	}
+	if w.declared >= 0 && w.written < w.declared && !bodyless(w.status) {
+		// An answer cut short of its length ends its connection, or the
+		// client would read the next answer as its rest.
+		w.closeAfter = true
+	}
+	if err := w.bw.Flush(); err != nil {
+		return false
+	}
+	return !w.failed
+}

@@ -82,9 +82,10 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
-				// Out of descriptors and the like: wait, as net/http does.
+			// Out of descriptors and the like: wait, as net/http does
+			// for the errors that say they are temporary.
+			var ne interface{ Temporary() bool }
+			if errors.As(err, &ne) && ne.Temporary() {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.logf("h1: accept error: %v; retrying in %v", err, backoff)
 				time.Sleep(backoff)
@@ -251,7 +252,9 @@ type prefixConn struct {
 func (c *prefixConn) Read(b []byte) (int, error) {
 	if len(c.prefix) > 0 {
 		n := copy(b, c.prefix)
-		c.prefix = c.prefix[n:]
+		if c.prefix = c.prefix[n:]; len(c.prefix) == 0 {
+			c.prefix = nil // a GET stream holds its connection for hours
+		}
 		return n, nil
 	}
 	return c.Conn.Read(b)
@@ -406,7 +409,11 @@ func (c *serverConn) next() (req *http.Request, raw []byte, ok bool) {
 		deadline = time.Now().Add(hs.ReadTimeout)
 	}
 	// The header must be in the buffer before it is parsed: it is kept
-	// unconsumed until the request is known to be the fast path's.
+	// unconsumed until the request is known to be the fast path's. What
+	// is not a POST is handed over without waiting for the rest of it.
+	if b := c.peek(); !bytes.HasPrefix(postLine, b[:min(len(b), len(postLine))]) {
+		return nil, b, true
+	}
 	n := headerEnd(c.peek())
 	if n < 0 {
 		hd := deadline
@@ -486,10 +493,12 @@ func headerEnd(b []byte) int {
 	}
 }
 
+var postLine = []byte("POST ")
+
 // fastRequestLine reports whether b starts with a request line the fast
 // path may take: a POST over HTTP/1.1.
 func fastRequestLine(b []byte) bool {
-	if !bytes.HasPrefix(b, []byte("POST ")) {
+	if !bytes.HasPrefix(b, postLine) {
 		return false
 	}
 	i := bytes.IndexByte(b, '\n')

@@ -210,6 +210,32 @@ func TestServer_KeepAliveThenHandOver(t *testing.T) {
 	}
 }
 
+// TestServer_SplitRequests sends requests in pieces: a POST's header is
+// awaited whole, and anything else is handed over at its first bytes.
+func TestServer_SplitRequests(t *testing.T) {
+	_, addr := startServer(t, http.HandlerFunc(whichPath))
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+		path   string
+	}{
+		{name: "POST", pieces: []string{"PO", "ST /mcp HTTP/1.1\r\nHo", "st: gw\r\nContent-Length: 2\r\n", "\r\nhi"}, path: "fast"},
+		{name: "GET", pieces: []string{"GE", "T /mcp HTTP/1.1\r\nHost: gw\r\n", "\r\n"}, path: "net"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, addr)
+			for _, p := range tc.pieces {
+				c.send(p)
+				time.Sleep(20 * time.Millisecond) // each piece its own read
+			}
+			resp, _ := c.answer()
+			if got := resp.Header.Get("X-Path"); got != tc.path {
+				t.Fatalf("served by %q, want %q", got, tc.path)
+			}
+		})
+	}
+}
+
 // TestServer_SameAsNetHTTP runs handlers behind the fast path and behind
 // net/http's server, and compares what a client sees.
 func TestServer_SameAsNetHTTP(t *testing.T) {
@@ -222,6 +248,12 @@ func TestServer_SameAsNetHTTP(t *testing.T) {
 			w.Header().Set("Content-Length", "11")
 			w.WriteHeader(http.StatusOK)
 			w.Write([]byte(`{"a":"bcd"}`))
+		}},
+		{name: "large, with its length, in two writes", h: func(w http.ResponseWriter, r *http.Request) {
+			big := strings.Repeat("0123456789", 2000)
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)+5))
+			w.Write([]byte(big))
+			w.Write([]byte("/tail"))
 		}},
 		{name: "small, no length, no type", h: func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte("plain words"))

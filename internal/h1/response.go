@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -122,9 +123,9 @@ func (w *response) WriteHeader(code int) {
 
 func (w *response) writeInterim(code int) {
 	bw := w.writer()
-	bw.WriteString(statusLine(code))
-	writeHeader(bw, w.header)
-	bw.WriteString("\r\n")
+	h := append(bw.AvailableBuffer(), statusLine(code)...)
+	h = appendHeader(h, w.header)
+	bw.Write(append(h, "\r\n"...))
 	if bw.Flush() != nil {
 		w.failed = true
 	}
@@ -162,12 +163,23 @@ func (w *response) Write(p []byte) (int, error) {
 	w.written += int64(len(p))
 	if !w.sent {
 		if w.declared >= 0 {
-			w.sendHeader(false, p)
+			head := w.sendHeader(false, p)
+			if len(head)+len(p) > w.bw.Size() {
+				// A large answer goes out with its header in one
+				// system call, not copied into bw in part.
+				bufs := net.Buffers{head, p}
+				if _, err := bufs.WriteTo(w.c.nc); err != nil {
+					w.failed = true
+					return 0, errClientGone
+				}
+				return len(p), nil
+			}
+			w.bw.Write(head)
 		} else if !w.unbuffered && len(w.pending)+len(p) <= bufferLimit {
 			w.pending = append(w.pending, p...)
 			return len(p), nil
 		} else {
-			w.sendHeader(true, append(w.pending, p...))
+			w.bw.Write(w.sendHeader(true, append(w.pending, p...)))
 			w.writeChunk(w.pending)
 			w.pending = nil
 		}
@@ -196,13 +208,13 @@ func (w *response) writeChunk(p []byte) {
 	}
 }
 
-// sendHeader puts the status line and header into bw, framing the body
-// in chunks or by its length. first is the body's start, for a
-// Content-Type the handler did not set.
-func (w *response) sendHeader(chunked bool, first []byte) {
+// sendHeader returns the status line and header, framing the body in
+// chunks or by its length, in bw's free space: the caller writes it
+// (bw.Write) or sends it with a large body in one system call (writev).
+// first is the body's start, for a Content-Type the handler did not set.
+func (w *response) sendHeader(chunked bool, first []byte) []byte {
 	w.sent = true
-	bw := w.writer()
-	bw.WriteString(statusLine(w.status))
+	h := append(w.writer().AvailableBuffer(), statusLine(w.status)...)
 	if v := w.header["Connection"]; len(v) > 0 && httpguts.HeaderValuesContainsToken(v, "close") {
 		w.closeAfter = true
 	}
@@ -216,33 +228,31 @@ func (w *response) sendHeader(chunked bool, first []byte) {
 	case bodyless(w.status):
 	case chunked && w.declared < 0:
 		w.chunked = true
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		h = append(h, "Transfer-Encoding: chunked\r\n"...)
 	default:
 		n := w.declared
 		if n < 0 {
 			n = int64(len(w.pending))
 		}
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, 10))
-		bw.WriteString("\r\n")
+		h = append(h, "Content-Length: "...)
+		h = strconv.AppendInt(h, n, 10)
+		h = append(h, "\r\n"...)
 	}
 	if _, ok := w.header["Content-Type"]; !ok && !bodyless(w.status) && len(first) > 0 {
-		bw.WriteString("Content-Type: ")
-		bw.WriteString(http.DetectContentType(first))
-		bw.WriteString("\r\n")
+		h = append(h, "Content-Type: "...)
+		h = append(h, http.DetectContentType(first)...)
+		h = append(h, "\r\n"...)
 	}
 	if _, ok := w.header["Date"]; !ok {
-		bw.WriteString("Date: ")
-		bw.WriteString(httpDate())
-		bw.WriteString("\r\n")
+		h = append(h, "Date: "...)
+		h = append(h, httpDate()...)
+		h = append(h, "\r\n"...)
 	}
 	if w.closeAfter {
-		bw.WriteString("Connection: close\r\n")
+		h = append(h, "Connection: close\r\n"...)
 	}
-	writeHeader(bw, w.header)
-	if _, err := bw.WriteString("\r\n"); err != nil {
-		w.failed = true
-	}
+	h = appendHeader(h, w.header)
+	return append(h, "\r\n"...)
 }
 
 // framing reports whether k is a field of the answer's framing, which the
@@ -259,22 +269,23 @@ func framing(k string) bool {
 // net/http's Header.Write does.
 var newlineToSpace = strings.NewReplacer("\r", " ", "\n", " ")
 
-// writeHeader writes h's fields but the framing ones.
-func writeHeader(bw *bufio.Writer, h http.Header) {
+// appendHeader appends h's fields but the framing ones to b.
+func appendHeader(b []byte, h http.Header) []byte {
 	for k, vv := range h {
 		if framing(k) || !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
 			if strings.ContainsAny(v, "\r\n") {
 				v = newlineToSpace.Replace(v)
 			}
-			bw.WriteString(strings.TrimSpace(v))
-			bw.WriteString("\r\n")
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, strings.TrimSpace(v)...)
+			b = append(b, "\r\n"...)
 		}
 	}
+	return b
 }
 
 // statusLine returns the status line of an answer with the code.
@@ -337,7 +348,7 @@ func (w *response) FlushError() error {
 		return errClientGone
 	}
 	if !w.sent {
-		w.sendHeader(true, w.pending)
+		w.bw.Write(w.sendHeader(true, w.pending))
 		if w.chunked {
 			w.writeChunk(w.pending)
 		} else {
@@ -372,7 +383,7 @@ func (w *response) finish() bool {
 		return false
 	}
 	if !w.sent {
-		w.sendHeader(false, w.pending)
+		w.bw.Write(w.sendHeader(false, w.pending))
 		if _, err := w.bw.Write(w.pending); err != nil {
 			w.failed = true
 		}

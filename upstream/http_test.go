@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1051,6 +1052,29 @@ func TestHTTP_Errors(t *testing.T) {
 			// The client still works.
 			if _, err := c.ListTools(callCtx(t)); err != nil {
 				t.Errorf("ListTools after the error: %v", err)
+			}
+		})
+	}
+}
+
+// TestHTTP_Redirect: a server URL that answers with a redirect is
+// followed, the request's body sent again and its headers kept, as
+// http.Client does (through the default client a request reaches the
+// client only once its answer is a redirect).
+func TestHTTP_Redirect(t *testing.T) {
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			f := newFakeHTTP(t)
+			mux := http.NewServeMux()
+			mux.HandleFunc("/old", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/mcp", code) })
+			mux.Handle("/mcp", f)
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			c := newTestClient(t, testServer("http", srv.URL+"/old"), ClientOptions{})
+			mustConnect(t, c)
+			tools, err := c.ListTools(callCtx(t))
+			if err != nil || len(tools) == 0 {
+				t.Fatalf("ListTools through the redirect: %d tools, %v", len(tools), err)
 			}
 		})
 	}

@@ -221,7 +221,7 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	t.forwardHeaders(req, h)
 	injectTraceContext(ctx, req.Header)
-	resp, err := t.hc.Do(req)
+	resp, err := t.do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

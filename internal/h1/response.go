@@ -179,9 +179,12 @@ func (w *response) Write(p []byte) (int, error) {
 			w.pending = append(w.pending, p...)
 			return len(p), nil
 		} else {
-			w.bw.Write(w.sendHeader(true, append(w.pending, p...)))
-			w.writeChunk(w.pending)
-			w.pending = nil
+			// The body's start, for a Content-Type to be sniffed from
+			// as net/http would: its first 512 bytes.
+			var start [512]byte
+			first := append(start[:0], w.pending[:min(len(w.pending), len(start))]...)
+			first = append(first, p[:min(len(p), len(start)-len(first))]...)
+			w.sendPending(true, first)
 		}
 	}
 	if w.chunked {
@@ -253,6 +256,19 @@ func (w *response) sendHeader(chunked bool, first []byte) []byte {
 	}
 	h = appendHeader(h, w.header)
 	return append(h, "\r\n"...)
+}
+
+// sendPending puts the header into bw with the body held so far, in a
+// chunk when the body is chunked (see sendHeader). first is the body's
+// start.
+func (w *response) sendPending(chunked bool, first []byte) {
+	w.bw.Write(w.sendHeader(chunked, first))
+	if w.chunked {
+		w.writeChunk(w.pending)
+	} else if _, err := w.bw.Write(w.pending); err != nil {
+		w.failed = true
+	}
+	w.pending = nil
 }
 
 // framing reports whether k is a field of the answer's framing, which the
@@ -348,13 +364,7 @@ func (w *response) FlushError() error {
 		return errClientGone
 	}
 	if !w.sent {
-		w.bw.Write(w.sendHeader(true, w.pending))
-		if w.chunked {
-			w.writeChunk(w.pending)
-		} else {
-			w.bw.Write(w.pending)
-		}
-		w.pending = nil
+		w.sendPending(true, w.pending)
 	}
 	if err := w.bw.Flush(); err != nil {
 		w.failed = true
@@ -383,11 +393,7 @@ func (w *response) finish() bool {
 		return false
 	}
 	if !w.sent {
-		w.bw.Write(w.sendHeader(false, w.pending))
-		if _, err := w.bw.Write(w.pending); err != nil {
-			w.failed = true
-		}
-		w.pending = nil
+		w.sendPending(false, w.pending)
 	}
 	if w.chunked {
 		w.bw.WriteString("0\r\n\r\n")

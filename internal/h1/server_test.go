@@ -20,7 +20,7 @@ import (
 
 // startServer serves h on a loopback port through a Server and returns its
 // address. The server is closed when the test ends.
-func startServer(t *testing.T, h http.Handler, configure ...func(*http.Server)) (*Server, string) {
+func startServer(t testing.TB, h http.Handler, configure ...func(*http.Server)) (*Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -704,4 +704,51 @@ func BenchmarkServer_Post(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzServer sends arbitrary bytes on a connection and holds the server to
+// ending every exchange: each connection is answered and closed, or
+// closed, once its client stops sending, and the server still answers a
+// plain POST afterwards. Handlers echo the body they read.
+func FuzzServer(f *testing.F) {
+	for _, s := range []string{
+		"POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\nhi",
+		"POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\nhiPOST / HTTP/1.1\r\nHost: gw\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 9\r\n\r\nshort",
+		"POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: gw\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n\r\n\r\nPOST / HTTP/1.1\r\nHost: gw\r\n\r\n",
+		"POST / HTTP/1.1\nHost: gw\n\n",
+		"POST /\x00 HTTP/1.1\r\nHost: gw\r\n\r\n",
+		"\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	_, addr := startServer(f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}), func(hs *http.Server) {
+		hs.ReadHeaderTimeout = time.Second
+		hs.ErrorLog = log.New(io.Discard, "", 0)
+	})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := nc.Write(b); err != nil {
+			return // the server closed first: an exchange that ended
+		}
+		nc.(*net.TCPConn).CloseWrite()
+		if _, err := io.Copy(io.Discard, nc); err != nil {
+			t.Fatalf("the connection did not end: %v", err)
+		}
+		c := dialRaw(t, addr)
+		c.send("POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\nok")
+		if _, body := c.answer(); body != "ok" {
+			t.Fatalf("the server then answered %q", body)
+		}
+	})
 }

@@ -5,6 +5,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -70,7 +71,6 @@ func (b *requestBody) Close() error {
 // response is a fast-path request's http.ResponseWriter.
 type response struct {
 	c      *serverConn
-	req    *http.Request
 	header http.Header
 	body   *requestBody
 	cancel context.CancelCauseFunc
@@ -85,8 +85,13 @@ type response struct {
 	pending     []byte
 	unbuffered  bool // chunked from the first write
 	closeAfter  bool
-	failed      bool // a write to the connection failed
+	failed      bool        // a write to the connection failed
+	done        atomic.Bool // the handler returned: bw is back in its pool (atomic: a misused writer is a goroutine of its own)
 }
+
+// errHandlerDone answers a write after the handler returned, which must
+// not reach the write buffer: it went back to its pool.
+var errHandlerDone = errors.New("h1: write after the handler returned")
 
 // bufferLimit is how much of a body with no Content-Length of its
 // handler's is held to give it one; beyond it, or on Flush, it is chunked.
@@ -98,7 +103,7 @@ func (w *response) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	}
-	if w.wroteHeader {
+	if w.wroteHeader || w.done.Load() {
 		return
 	}
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
@@ -145,6 +150,9 @@ func bodyless(code int) bool {
 }
 
 func (w *response) Write(p []byte) (int, error) {
+	if w.done.Load() {
+		return 0, errHandlerDone
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -357,6 +365,9 @@ func (w *response) Flush() { w.FlushError() }
 // FlushError is Flush, reporting a write that failed (for
 // http.ResponseController).
 func (w *response) FlushError() error {
+	if w.done.Load() {
+		return errHandlerDone
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}

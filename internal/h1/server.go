@@ -568,11 +568,12 @@ func (c *serverConn) answer(r *http.Request) (keep bool) {
 	if hs.WriteTimeout > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(hs.WriteTimeout))
 	}
-	w := &response{c: c, req: r, header: http.Header{}, body: b, cancel: cancel,
+	w := &response{c: c, header: http.Header{}, body: b, cancel: cancel,
 		closeAfter: r.Close || c.s.closing.Load()}
 	defer func() {
 		c.cr.unwatch(c.rd)
 		cancel(context.Canceled)
+		w.done.Store(true)
 		if w.bw != nil {
 			w.bw.Reset(nil)
 			writers.Put(w.bw)

@@ -493,6 +493,36 @@ func TestServer_StreamThenNextRequest(t *testing.T) {
 	}
 }
 
+// TestServer_WriteAfterReturn: a writer kept past its handler's return
+// gets an error, and the next answer on the connection is whole.
+func TestServer_WriteAfterReturn(t *testing.T) {
+	kept := make(chan http.ResponseWriter, 1)
+	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/keep" {
+			kept <- w
+		}
+		w.Write([]byte("answer"))
+	}))
+	c := dialRaw(t, addr)
+	c.send("POST /keep HTTP/1.1\r\nHost: gw\r\n\r\n")
+	c.answer()
+	// The connection answers one request at a time: once the next is
+	// answered, the first one's handler has long returned.
+	c.send("POST / HTTP/1.1\r\nHost: gw\r\n\r\n")
+	c.answer()
+	w := <-kept
+	if _, err := w.Write([]byte("late")); !errors.Is(err, errHandlerDone) {
+		t.Errorf("a late Write returned %v, want %v", err, errHandlerDone)
+	}
+	if err := w.(interface{ FlushError() error }).FlushError(); !errors.Is(err, errHandlerDone) {
+		t.Errorf("a late FlushError returned %v, want %v", err, errHandlerDone)
+	}
+	c.send("POST / HTTP/1.1\r\nHost: gw\r\n\r\n")
+	if _, body := c.answer(); body != "answer" {
+		t.Fatalf("the next answer: %q", body)
+	}
+}
+
 func TestServer_Panic(t *testing.T) {
 	var logged syncBuffer
 	_, addr := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

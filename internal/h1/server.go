@@ -381,7 +381,14 @@ func (c *serverConn) serve() {
 func (c *serverConn) next() (req *http.Request, raw []byte, ok bool) {
 	hs := c.s.HTTP
 	c.idle.Store(true)
-	if d := idleTimeout(hs); d > 0 {
+	switch d := idleTimeout(hs); {
+	case c.served == 0 && hs.ReadHeaderTimeout > 0:
+		// As net/http: a new connection's first header is timed from
+		// the connection's start, so that one that never sends does
+		// not hold its goroutine and buffer for ever. A kept-alive one
+		// waits for its next request as long as the idle timeout says.
+		c.setReadDeadline(time.Now().Add(hs.ReadHeaderTimeout))
+	case d > 0:
 		c.setReadDeadline(time.Now().Add(d))
 	}
 	if _, err := c.br.Peek(1); err != nil {

@@ -99,11 +99,15 @@ func (c *rawConn) answer() (*http.Response, string) {
 	return resp, string(b)
 }
 
-// closed reports whether the server closed the connection (nothing more
-// to read).
+// closed reports whether the server closes the connection within 10 s
+// (nothing more to read).
 func (c *rawConn) closed() bool {
 	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := c.br.ReadByte()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false // still open after 10 s
+	}
 	return err != nil
 }
 
@@ -560,12 +564,27 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
+// TestServer_HeaderTimeout: a header that never ends, and a new
+// connection that never sends, are closed after ReadHeaderTimeout, as
+// net/http closes them; a kept-alive connection waits for its next
+// request (no idle timeout is set).
 func TestServer_HeaderTimeout(t *testing.T) {
 	_, addr := startServer(t, http.HandlerFunc(whichPath), func(hs *http.Server) { hs.ReadHeaderTimeout = 100 * time.Millisecond })
 	c := dialRaw(t, addr)
 	c.send("POST / HTTP/1.1\r\nHost: gw\r\n")
 	if !c.closed() {
 		t.Fatal("a header that never ends kept its connection")
+	}
+	if c := dialRaw(t, addr); !c.closed() {
+		t.Fatal("a connection that never sent kept its connection")
+	}
+	kept := dialRaw(t, addr)
+	kept.send("POST / HTTP/1.1\r\nHost: gw\r\n\r\n")
+	kept.answer()
+	time.Sleep(300 * time.Millisecond) // three header timeouts
+	kept.send("POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 4\r\n\r\nkept")
+	if _, body := kept.answer(); body != "kept" {
+		t.Fatalf("the kept-alive connection answered %q", body)
 	}
 }
 

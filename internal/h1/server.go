@@ -36,6 +36,14 @@ import (
 // Content-Length or chunked framing net/http would choose, unread bodies
 // drained up to 256 KiB or the connection closed, a handler's panic
 // logged with the connection closed, and a graceful Shutdown.
+//
+// It serves a plain listener (mcpgw terminates no TLS itself: an ingress
+// does). What its answers leave out: trailers, Hijack (a handler that
+// needs the connection gets http.ErrNotSupported from
+// http.ResponseController, as the edge's GET streams, which are net/http's
+// anyway, allow for), and header changes after the first byte of the body
+// is written (net/http takes them at WriteHeader; here they count until
+// the header goes out).
 type Server struct {
 	// HTTP serves the connections handed over, and gives the fast path
 	// its Handler, ErrorLog, MaxHeaderBytes and timeouts. Its ConnState,

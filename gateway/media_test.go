@@ -231,3 +231,47 @@ func newMediaCoreRaw(t *testing.T, mc config.Media, servers []config.Server, ups
 	t.Cleanup(func() { ms.Close() })
 	return newCore(t, upstreamtest.NewManager(ups...), Options{Media: ms, MediaConfig: mc, PublicURL: "http://gw.example", Servers: servers}), ms
 }
+
+// TestExposeResult_OnlyText holds exposeResult's shortcut for text-only
+// results to what the two rewrites it skips would have made of each body:
+// the same bytes, and the shortcut taken only where it says.
+func TestExposeResult_OnlyText(t *testing.T) {
+	s, _ := newMediaCore(t, config.Media{MinBytes: 1}, []config.Server{{Name: "m"}}, mediaFake("m"))
+	req := &Request{Principal: "alice", Session: "A", Method: "tools/call"}
+	cat := s.cat.Load()
+	long := strings.Repeat(`line \"quoted\" and \\ more\n`, 500)
+	for _, tc := range []struct {
+		name    string
+		body    string
+		only    bool
+		changes bool // the rewrites change it: a shortcut there would show
+	}{
+		{name: "one text block", body: `{"content":[{"type":"text","text":"hi"}],"isError":false}`, only: true},
+		{name: "a long text full of escapes", body: `{"content":[{"type":"text","text":"` + long + `"},{"text":"b","type":"text"}]}`, only: true},
+		{name: "no blocks", body: `{"content":[]}`, only: true},
+		{name: "spaces", body: `{ "content" : [ { "type" : "text" , "text" : "hi" } ] }`, only: true},
+		{name: "an image", body: `{"content":[{"type":"text","text":"hi"},` + imageBlock(bigPNG) + `]}`, changes: true},
+		{name: "a resource link", body: `{"content":[{"type":"resource_link","uri":"file:///a.txt","name":"a"}]}`},              // its bare URI is recorded for routing: not a text block
+		{name: "an embedded resource", body: `{"content":[{"type":"resource","resource":{"uri":"file:///a.txt","text":"x"}}]}`}, // its bare URI is recorded for routing: not a text block
+		{name: "the last type wins", body: `{"content":[{"type":"text","type":"image","mimeType":"image/png","data":"` + base64.StdEncoding.EncodeToString(bigPNG) + `"}]}`, changes: true},
+		{name: "an escaped key", body: `{"content":[{"type":"text","t\u0079pe":"image","mimeType":"image/png","data":"` + base64.StdEncoding.EncodeToString(bigPNG) + `"}]}`, changes: true},
+		{name: "an escaped type", body: `{"content":[{"type":"te\u0078t","text":"hi"}]}`},
+		{name: "no type", body: `{"content":[{"text":"hi"}]}`},
+		{name: "not an array", body: `{"content":{"type":"text"}}`},
+		{name: "no content", body: `{"isError":true}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := json.RawMessage(tc.body)
+			if got := onlyText(body, "content"); got != tc.only {
+				t.Errorf("onlyText = %v, want %v", got, tc.only)
+			}
+			want := s.rewriteMedia(req, "m", s.exposeURIs(cat, req.Principal, "m", body, "content", false), "content", false)
+			if changed := !bytes.Equal(want, body); changed != tc.changes {
+				t.Errorf("the rewrites changed it: %v, want %v", changed, tc.changes)
+			}
+			if got := s.exposeResult(cat, req, "m", body, "content", false); !bytes.Equal(got, want) {
+				t.Errorf("exposeResult:\n%.300s\nthe two rewrites:\n%.300s", got, want)
+			}
+		})
+	}
+}

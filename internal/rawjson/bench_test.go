@@ -2,6 +2,7 @@ package rawjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -116,5 +117,44 @@ func BenchmarkMapArray_Content64KiB(b *testing.B) {
 		if _, err := MapArray(obj, "content", fn); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// jsonTextResult is a tools/call result whose text block is a 64 KiB
+// JSON document, as many servers answer: in the JSON-RPC message every
+// quote of the document is escaped, one every few bytes.
+func jsonTextResult() []byte {
+	var doc strings.Builder
+	doc.WriteString("[")
+	for i := 0; doc.Len() < 64<<10; i++ {
+		fmt.Fprintf(&doc, `{"id":%d,"name":"item %d","tags":["a","b"],"ok":true},`, i, i)
+	}
+	doc.WriteString("{}]")
+	t, _ := json.Marshal(doc.String())
+	return []byte(`{"content":[{"type":"text","text":` + string(t) + `}],"isError":false}`)
+}
+
+// BenchmarkGet_IsErrorJSONText64KiB reads isError past such a block, as
+// the upstream's metrics and the core's outcome each do per call.
+func BenchmarkGet_IsErrorJSONText64KiB(b *testing.B) {
+	obj := jsonTextResult()
+	if v, ok, err := Get(obj, "isError"); err != nil || !ok || string(v) != "false" {
+		b.Fatalf("Get = %s, %v, %v", v, ok, err)
+	}
+	b.SetBytes(int64(len(obj)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Get(obj, "isError")
+	}
+}
+
+// BenchmarkGet_IsErrorPlainText64KiB reads isError past a block of 64 KiB
+// of plain text (no escapes: one long run).
+func BenchmarkGet_IsErrorPlainText64KiB(b *testing.B) {
+	obj := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 64<<10) + `"}],"isError":false}`)
+	b.SetBytes(int64(len(obj)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Get(obj, "isError")
 	}
 }

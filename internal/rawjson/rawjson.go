@@ -15,9 +15,11 @@ package rawjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -137,27 +139,136 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the index after the string that starts at b[i], or
-// len(b)+1 when it is not closed. It jumps from quote to quote with
-// bytes.IndexByte (vectorized) and counts the backslashes before each
-// one: an odd count escapes it.
+// len(b)+1 when it is not closed. It goes from quote to quote with the
+// vectorized bytes.IndexByte and counts the backslashes before each: an
+// odd count escapes it. That is fastest for short strings and for long
+// runs between quotes, but a string that holds JSON (a tool's answer as
+// text) has an escaped quote every few bytes, and there a call and a
+// missed branch per quote cost three times what skipBlocks takes: so
+// after escaped quotes close together it goes on in blocks.
 func skipString(b []byte, i int) int {
+	start := i
 	i++
-	for i <= len(b) {
+	for n := 1; i < len(b); n++ {
 		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
 			break
 		}
 		j += i
-		k := j
-		for k > i && b[k-1] == '\\' {
-			k--
+		if !escapedQuote(b, i, j) {
+			return j + 1
 		}
-		if (j-k)%2 == 0 {
+		i = j + 1
+		if n == denseQuotes && j-start <= denseQuotes*denseGap && len(b)-i >= 64 {
+			return skipBlocks(b, i)
+		}
+	}
+	return len(b) + 1
+}
+
+// A string is taken to hold JSON when its first denseQuotes escaped
+// quotes come within denseGap bytes each on average (blocks pay off from
+// about four quotes in 64 bytes; a text with a quoted word per line has
+// fewer, and stays with IndexByte).
+const (
+	denseQuotes = 8
+	denseGap    = 16
+)
+
+// skipBlocks is skipString from b[i] on, i outside any escape, 64 bytes
+// at a time: the quotes and backslashes of a block become bit masks, the
+// bytes that odd runs of backslashes escape are worked out from them
+// (simdjson's method, carrying a run across blocks), and the first quote
+// left is the end. A block with neither starts a long plain run, which
+// IndexByte crosses to its next quote. The last bytes, under a block, go
+// quote to quote.
+func skipBlocks(b []byte, i int) int {
+	var carry uint64 // 1 when b[i] is escaped by the block before
+	for len(b)-i >= 64 {
+		quotes, backslashes := specials(b[i : i+64])
+		if backslashes == 0 && carry == 0 {
+			if quotes != 0 {
+				return i + bits.TrailingZeros64(quotes) + 1
+			}
+			j := bytes.IndexByte(b[i+64:], '"')
+			if j < 0 {
+				return len(b) + 1
+			}
+			j += i + 64
+			if escapedQuote(b, i, j) {
+				i = j + 1
+				continue
+			}
+			return j + 1
+		}
+		if q := quotes &^ escapedBy(backslashes, &carry); q != 0 {
+			return i + bits.TrailingZeros64(q) + 1
+		}
+		i += 64
+	}
+	if carry != 0 {
+		i++
+	}
+	for i < len(b) {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			break
+		}
+		j += i
+		if !escapedQuote(b, i, j) {
 			return j + 1
 		}
 		i = j + 1
 	}
 	return len(b) + 1
+}
+
+// escapedQuote reports whether the quote at b[j] is escaped: an odd run
+// of backslashes before it, counted back to from, a position no escape
+// spans.
+func escapedQuote(b []byte, from, j int) bool {
+	k := j
+	for k > from && b[k-1] == '\\' {
+		k--
+	}
+	return (j-k)%2 == 1
+}
+
+// specials returns where the quotes and the backslashes of the 64 bytes
+// of b are, as masks: bit k for b[k].
+func specials(b []byte) (quotes, backslashes uint64) {
+	_ = b[63]
+	for w := 0; w < 8; w++ {
+		x := binary.LittleEndian.Uint64(b[8*w:])
+		quotes |= zeroLanes(x^lanesQuote) << (8 * w)
+		backslashes |= zeroLanes(x^lanesBack) << (8 * w)
+	}
+	return quotes, backslashes
+}
+
+// zeroLanes returns a byte whose bit k is set when byte k of v is zero.
+// A lane's high bit is first set when the lane is not zero (adding 0x7f
+// to its low seven bits carries into it, and never out of the lane), then
+// the eight high bits are gathered by a multiplication.
+func zeroLanes(v uint64) uint64 {
+	nonzero := ((v & lanes7f) + lanes7f) | v
+	return (^nonzero & lanes80 >> 7) * 0x0102040810204080 >> 56
+}
+
+// escapedBy returns the bytes of a block that its backslashes escape (bit
+// k: b[k] follows an odd run of backslashes), with carry the escape that
+// crossed in from the block before (1: the first byte is escaped) and
+// set to the one that crosses out. This is simdjson's find_escaped: the
+// runs that start on an odd bit are told apart from those on an even bit
+// by an addition, whose carries run to each run's end.
+func escapedBy(backslashes uint64, carry *uint64) uint64 {
+	const even = 0x5555555555555555
+	backslashes &^= *carry
+	follows := backslashes<<1 | *carry
+	oddStarts := backslashes &^ even &^ follows
+	sum, out := bits.Add64(oddStarts, backslashes, 0)
+	*carry = out
+	return (even ^ sum<<1) & follows
 }
 
 // skipValue returns the index after the value that starts at b[i].

@@ -3,6 +3,7 @@ package rawjson
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -370,4 +371,90 @@ func jsonEqual(a, b []byte) bool {
 func mustMarshal(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// skipStringQuoteToQuote is skipString as it was before it read blocks:
+// from quote to quote, each escaped by an odd run of backslashes before
+// it. FuzzSkipString holds the block reader to it.
+func skipStringQuoteToQuote(b []byte, i int) int {
+	i++
+	for i < len(b) {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			break
+		}
+		j += i
+		k := j
+		for k > i && b[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j + 1
+		}
+		i = j + 1
+	}
+	return len(b) + 1
+}
+
+func TestSkipString(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	for _, s := range []string{
+		`""`, `"abc"`, `"a\"b"`, `"a\\"`, `"a\\\"b"`, `"\\\\"`, `"unclosed`, `"unclosed\"`,
+		`"` + long + `"`, `"` + long + `\"` + long + `"`, `"` + long + `\\"` + long,
+		`"` + strings.Repeat(`\"`, 100) + `"`, `"` + strings.Repeat(`\\`, 100) + `"`,
+		`"` + strings.Repeat("x", 63) + `\` + `"` + long + `"`,
+		`"` + strings.Repeat("x", 62) + `\\` + `"` + long + `"`,
+		`"` + strings.Repeat("x", 64) + strings.Repeat(`\`, 65) + `"` + long + `"`,
+		`"` + strings.Repeat(`{\"id\":1,\"name\":\"n\"},`, 40) + `"`,
+	} {
+		for _, pad := range []string{"", "  ", `{"k":`} {
+			b := []byte(pad + s + ` , "next"`)
+			if got, want := skipString(b, len(pad)), skipStringQuoteToQuote(b, len(pad)); got != want {
+				t.Errorf("skipString(%.80q) = %d, want %d", b, got, want)
+			}
+		}
+	}
+}
+
+// TestSkipString_Blocks reads strings that turn to blocks (escaped
+// quotes close together) with every alignment of a later backslash run
+// and quote to the 64-byte blocks, against the quote-to-quote reading.
+func TestSkipString_Blocks(t *testing.T) {
+	dense := strings.Repeat(`{\"id\":1,\"n\":\"a\"},`, 6)
+	for k := 0; k < 140; k++ {
+		for r := 0; r <= 5; r++ {
+			for _, mid := range []string{"x", `\n`, `\"`} {
+				s := `"` + dense + strings.Repeat(mid, k) + strings.Repeat(`\`, r) + `"` + strings.Repeat("y", 70) + `"`
+				b := []byte(s)
+				if got, want := skipString(b, 0), skipStringQuoteToQuote(b, 0); got != want {
+					t.Fatalf("k=%d r=%d mid=%q: skipString = %d, want %d", k, r, mid, got, want)
+				}
+			}
+		}
+	}
+}
+
+// FuzzSkipString holds skipString to the quote-to-quote reading on any
+// bytes: the two must agree where a string ends, or that it does not.
+func FuzzSkipString(f *testing.F) {
+	for _, s := range []string{`"a\"b" rest`, `"` + strings.Repeat(`\\\"x`, 40) + `"`, `"` + strings.Repeat("y", 130) + `\\\\\"z"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		// Also as a long string of runs of plain bytes, backslashes and
+		// now and then a quote (each byte a run, as long as its high
+		// bits say), which crosses 64-byte blocks every way.
+		long := []byte{'"'}
+		for _, c := range b {
+			long = append(long, bytes.Repeat([]byte{`"\\\\\xxxxxxxxxy`[c%16]}, 1+int(c>>4)%16)...)
+		}
+		if len(b) == 0 || b[0] != '"' {
+			b = append([]byte{'"'}, b...)
+		}
+		for _, in := range [][]byte{b, long} {
+			if got, want := skipString(in, 0), skipStringQuoteToQuote(in, 0); got != want {
+				t.Fatalf("skipString(%q) = %d, want %d", in, got, want)
+			}
+		}
+	})
 }

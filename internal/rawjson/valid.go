@@ -148,6 +148,7 @@ var isHex = func() (t [256]bool) {
 const (
 	lanes01    = 0x0101010101010101
 	lanes80    = 0x8080808080808080
+	lanes7f    = 0x7f7f7f7f7f7f7f7f
 	lanesSpace = ' ' * lanes01
 	lanesQuote = '"' * lanes01
 	lanesBack  = '\\' * lanes01

@@ -327,6 +327,7 @@ func BenchmarkValid(b *testing.B) {
 		{"Text64KiB", validBenchText()},
 		{"ToolsList1000", validBenchTools()},
 		{"Blob64KiB", validBenchBlob()},
+		{"JSONText64KiB", jsonTextResult()},
 	}
 	impls := []struct {
 		name  string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // toolsCall routes a call by the reverse name table to its server, under
@@ -32,11 +33,14 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if res, err, handled := s.taskCall(ctx, req, ref, req.Params, rename); handled {
 		return res, err
 	}
+	req.isError = upstream.Unread
 	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, &rename)
 	if err != nil {
 		return nil, err
 	}
-	return complete(s.exposeResult(cat, req, ref.Server, body, "content", false)), nil
+	res := complete(s.exposeResult(cat, req, ref.Server, body, "content", false))
+	res.isError = req.isError // of body, which the exposure keeps
+	return res, nil
 }
 
 // promptsGet routes prompts/get like a tool call.

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/telemetry"
+	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // Telemetry of downstream requests (OpenTelemetry MCP semantic
@@ -209,7 +210,12 @@ func outcomeOf(req *Request, res *Result, err error) (outcome, errType string) {
 		return telemetry.OutcomeError, telemetry.ErrorInternal
 	}
 	if req.Method == "tools/call" && res != nil && res.Type == ResultComplete {
-		if v, ok, _ := rawjson.Get(res.Body, "isError"); ok && string(v) == "true" {
+		toolError := res.isError == upstream.ReadTrue
+		if res.isError == upstream.Unread {
+			v, ok, _ := rawjson.Get(res.Body, "isError")
+			toolError = ok && string(v) == "true"
+		}
+		if toolError {
 			return telemetry.OutcomeToolError, telemetry.ErrorToolError
 		}
 	}

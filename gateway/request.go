@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // Anonymous is the principal of every request until the auth layer names
@@ -66,6 +67,9 @@ type Request struct {
 	// releases give back the pooled buffers of the upstream answers that
 	// forward adopted; Handle moves them to the Result.
 	releases []func()
+	// isError receives what the upstream read of a forwarded
+	// tools/call's isError (see Result.isError).
+	isError upstream.ReadBool
 	// members are the members of Params the core reads, once read.
 	members paramsMembers
 }
@@ -142,6 +146,10 @@ type Result struct {
 
 	// release gives back the buffers Body may alias.
 	release []func()
+	// isError is what the upstream read of a tools/call result's isError
+	// (upstream.CallHooks.IsError), when Body is that result: outcomeOf
+	// then need not read it again.
+	isError upstream.ReadBool
 }
 
 // Release gives back the pooled buffers Body may alias (a large answer an

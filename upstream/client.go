@@ -119,6 +119,29 @@ type CallHooks struct {
 	// the result. Without Adopt the buffer is left to the garbage
 	// collector.
 	Adopt func(release func())
+	// IsError, if set, is told whether a tools/call that succeeded
+	// answered isError true: Manager.Call reads the result's isError for
+	// its metrics anyway, so that the caller need not read the result
+	// again (a pass over all of it: a 64 KiB text costs one per reader).
+	// It is left as it is for other methods and for a call that failed.
+	IsError *ReadBool
+}
+
+// ReadBool is a boolean a call read for its caller, or Unread.
+type ReadBool uint8
+
+const (
+	Unread ReadBool = iota
+	ReadFalse
+	ReadTrue
+)
+
+// readBool is b as a ReadBool.
+func readBool(b bool) ReadBool {
+	if b {
+		return ReadTrue
+	}
+	return ReadFalse
 }
 
 // relays reports whether h takes any of the server's messages.

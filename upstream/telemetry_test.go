@@ -437,12 +437,14 @@ func TestManager_CallTelemetry(t *testing.T) {
 		wantAttrs  map[string]string // of the span, beside the common ones
 		wantStatus codes.Code
 		wantLabels map[string]string // of the duration, beside method and server
+		wantRead   ReadBool          // told to CallHooks.IsError
 	}{
 		{
 			name: "ok", method: "tools/call", params: `{"name":"t","arguments":{"q":"secret-arg"}}`,
 			handle:   answer(`{"content":[]}`),
 			wantName: "tools/call t", wantAttrs: map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool"},
 			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "ok"},
+			wantRead:   ReadFalse,
 		},
 		{
 			name: "tool error", method: "tools/call", params: `{"name":"t"}`,
@@ -450,6 +452,7 @@ func TestManager_CallTelemetry(t *testing.T) {
 			wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "tool_error"},
 			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
+			wantRead:   ReadTrue,
 		},
 		{
 			name: "JSON-RPC error", method: "tools/call", params: `{"name":"t","arguments":{"q":"secret-arg"}}`,
@@ -522,8 +525,9 @@ func TestManager_CallTelemetry(t *testing.T) {
 					params = json.RawMessage(tt.params)
 				}
 				errc := make(chan error, 1)
+				var read ReadBool
 				go func() {
-					_, err := m.Call(ctx, "s", Caller{}, tt.method, params, nil)
+					_, err := m.Call(ctx, "s", Caller{}, tt.method, params, &CallHooks{IsError: &read})
 					errc <- err
 				}()
 				if tt.cancel {
@@ -535,6 +539,9 @@ func TestManager_CallTelemetry(t *testing.T) {
 				}
 				if err := <-errc; (err != nil) != tt.wantErr {
 					t.Fatalf("call = %v, want an error: %v", err, tt.wantErr)
+				}
+				if read != tt.wantRead {
+					t.Errorf("CallHooks.IsError told %d, want %d", read, tt.wantRead)
 				}
 				synctest.Wait()
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
@@ -138,6 +139,14 @@ func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, 
 		return json.RawMessage(`{}`), nil
 	}
 	res, err := s.Handle(context.WithValue(ctx, callerKey{}, who), method, bytes.Clone(params), hooks)
+	if err == nil && method == "tools/call" && hooks != nil && hooks.IsError != nil {
+		// As upstream.Manager tells it, from the isError it reads for
+		// its metrics.
+		*hooks.IsError = upstream.ReadFalse
+		if v, ok, _ := rawjson.Get(res, "isError"); ok && string(v) == "true" {
+			*hooks.IsError = upstream.ReadTrue
+		}
+	}
 	if err != nil || res == nil || hooks == nil || hooks.Adopt == nil || m.Unpooled {
 		return res, err
 	}

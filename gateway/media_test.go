@@ -259,6 +259,7 @@ func TestExposeResult_OnlyText(t *testing.T) {
 		{name: "no type", body: `{"content":[{"text":"hi"}]}`},
 		{name: "not an array", body: `{"content":{"type":"text"}}`},
 		{name: "no content", body: `{"isError":true}`},
+		{name: "content given twice", body: `{"content":[{"type":"resource_link","uri":"file:///a.txt","name":"a"}],"content":[{"type":"text","text":"hi"}]}`}, // the exposure records the first copy's URI
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := json.RawMessage(tc.body)
@@ -271,6 +272,31 @@ func TestExposeResult_OnlyText(t *testing.T) {
 			}
 			if got := s.exposeResult(cat, req, "m", body, "content", false); !bytes.Equal(got, want) {
 				t.Errorf("exposeResult:\n%.300s\nthe two rewrites:\n%.300s", got, want)
+			}
+		})
+	}
+}
+
+// BenchmarkOnlyText tells a 64 KiB text result from one with media, with
+// plain text and with a JSON document as the text (every quote escaped).
+func BenchmarkOnlyText(b *testing.B) {
+	var doc strings.Builder
+	for i := 0; doc.Len() < 64<<10; i++ {
+		doc.WriteString(`{"id":1,"name":"item","tags":["a","b"]},`)
+	}
+	jsonText, _ := json.Marshal(doc.String())
+	for _, bc := range []struct{ name, text string }{
+		{"plain", `"` + strings.Repeat("x", 64<<10) + `"`},
+		{"json", string(jsonText)},
+	} {
+		body := json.RawMessage(`{"content":[{"type":"text","text":` + bc.text + `}],"isError":false}`)
+		b.Run(bc.name, func(b *testing.B) {
+			if !onlyText(body, "content") {
+				b.Fatal("not text")
+			}
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				onlyText(body, "content")
 			}
 		})
 	}

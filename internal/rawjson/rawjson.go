@@ -327,6 +327,118 @@ func Members(obj []byte, fn func(key, val []byte) bool) error {
 	})
 }
 
+// ArrayMembers walks, in one pass over obj, the array that is obj's
+// member key and the members of each of its elements: member gets each
+// element's index and each of its members in order (the key token as
+// written and the raw value, aliasing obj), and done gets an element's
+// index after its last member. Each value is skipped once, where Get,
+// Elements and Members in turn would skip a long one three times. It
+// reports whether all of it was walked: obj has the member once, as an
+// array of objects, and no callback returned false (which stops it).
+// Like Get, it trusts obj to be valid JSON.
+func ArrayMembers(obj []byte, key string, member func(el int, key, val []byte) bool, done func(el int) bool) bool {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return false
+	}
+	seen := false
+	for i++; ; {
+		keyTok, vs, ok := nextMember(obj, &i)
+		switch {
+		case !ok:
+			return false
+		case keyTok == nil:
+			return seen
+		case !keyIs(keyTok, key):
+			if i = skipValue(obj, vs); i > len(obj) {
+				return false
+			}
+			continue
+		case seen || obj[vs] != '[':
+			return false // a second one, or not an array
+		}
+		seen = true
+		if i, ok = arrayMembers(obj, vs, member, done); !ok {
+			return false
+		}
+	}
+}
+
+// arrayMembers is ArrayMembers' walk of the array at obj[i]; it returns
+// the index after the array.
+func arrayMembers(obj []byte, i int, member func(el int, key, val []byte) bool, done func(el int) bool) (int, bool) {
+	i++ // the "["
+	for el := 0; ; {
+		i = skipSpace(obj, i)
+		if i >= len(obj) {
+			return i, false
+		}
+		switch obj[i] {
+		case ']':
+			return i + 1, true
+		case ',':
+			i++
+			continue
+		case '{':
+		default:
+			return i, false // an element that is not an object
+		}
+		for i++; ; {
+			keyTok, vs, ok := nextMember(obj, &i)
+			if !ok {
+				return i, false
+			}
+			if keyTok == nil {
+				break
+			}
+			ve := skipValue(obj, vs)
+			if ve > len(obj) || !member(el, keyTok, obj[vs:ve]) {
+				return i, false
+			}
+			i = ve
+		}
+		if !done(el) {
+			return i, false
+		}
+		el++
+	}
+}
+
+// nextMember reads the next member of an object from obj[*i] on (after
+// its "{" or a member's value): its key token and where its value
+// starts, or a nil key at the object's "}", with *i past it. It reports
+// false for what is not a member.
+func nextMember(obj []byte, i *int) (keyTok []byte, valStart int, ok bool) {
+	j := skipSpace(obj, *i)
+	if j < len(obj) && obj[j] == ',' {
+		j = skipSpace(obj, j+1)
+	}
+	if j >= len(obj) {
+		return nil, 0, false
+	}
+	if obj[j] == '}' {
+		*i = j + 1
+		return nil, 0, true
+	}
+	if obj[j] != '"' {
+		return nil, 0, false
+	}
+	ke := skipString(obj, j)
+	if ke > len(obj) {
+		return nil, 0, false
+	}
+	k := skipSpace(obj, ke)
+	if k >= len(obj) || obj[k] != ':' {
+		return nil, 0, false
+	}
+	vs := skipSpace(obj, k+1)
+	if vs >= len(obj) {
+		return nil, 0, false
+	}
+	*i = vs
+	return obj[j:ke], vs, true
+}
+
 // Elements calls fn with each element of the JSON array arr, in order,
 // aliasing arr. Like Get, it trusts arr to be valid JSON.
 func Elements(arr []byte, fn func(el []byte)) error {

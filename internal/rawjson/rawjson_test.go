@@ -3,6 +3,7 @@ package rawjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -455,6 +456,96 @@ func FuzzSkipString(f *testing.F) {
 			if got, want := skipString(in, 0), skipStringQuoteToQuote(in, 0); got != want {
 				t.Fatalf("skipString(%q) = %d, want %d", in, got, want)
 			}
+		}
+	})
+}
+
+// arrayMembersThreePasses is what ArrayMembers does, from Get, Elements
+// and Members: the oracle of TestArrayMembers and FuzzArrayMembers. It
+// records the calls ArrayMembers would make.
+func arrayMembersThreePasses(obj []byte, key string) (calls []string, walked bool) {
+	var val []byte
+	n := 0
+	if Members(obj, func(k, v []byte) bool {
+		if keyIs(k, key) {
+			n, val = n+1, v
+		}
+		return true
+	}) != nil || n != 1 || len(val) == 0 || val[0] != '[' {
+		return nil, false
+	}
+	walked = true
+	el := 0
+	Elements(val, func(e []byte) {
+		if !walked {
+			return
+		}
+		if len(e) == 0 || e[0] != '{' {
+			walked = false
+			return
+		}
+		Members(e, func(k, v []byte) bool {
+			calls = append(calls, fmt.Sprintf("%d %s=%s", el, k, v))
+			return true
+		})
+		calls = append(calls, fmt.Sprintf("%d done", el))
+		el++
+	})
+	return calls, walked
+}
+
+func arrayMembersCalls(obj []byte, key string) (calls []string, walked bool) {
+	walked = ArrayMembers(obj, key, func(el int, k, v []byte) bool {
+		calls = append(calls, fmt.Sprintf("%d %s=%s", el, k, v))
+		return true
+	}, func(el int) bool {
+		calls = append(calls, fmt.Sprintf("%d done", el))
+		return true
+	})
+	return calls, walked
+}
+
+func TestArrayMembers(t *testing.T) {
+	for _, in := range []string{
+		`{"content":[{"type":"text","text":"a \"b\""},{"text":"c","type":"image"}],"isError":false}`,
+		`{ "a" : 1 , "content" : [ { } , { "k" : [1,{"x":"]"}] } ] }`,
+		`{"content":[]}`,
+		`{"content":[1]}`,
+		`{"content":{"type":"text"}}`,
+		`{"content":[{"a":1}],"content":[{"b":2}]}`,
+		`{"c\u006fntent":[{"a":1}]}`,
+		`{"other":[{"a":1}]}`,
+		`[]`,
+	} {
+		got, gotWalked := arrayMembersCalls([]byte(in), "content")
+		want, wantWalked := arrayMembersThreePasses([]byte(in), "content")
+		if gotWalked != wantWalked || (wantWalked && strings.Join(got, "|") != strings.Join(want, "|")) {
+			t.Errorf("ArrayMembers(%s) = %v %q, want %v %q", in, gotWalked, got, wantWalked, want)
+		}
+	}
+	// A callback that returns false stops the walk.
+	stops := 0
+	if ArrayMembers([]byte(`{"content":[{"a":1,"b":2},{"c":3}]}`), "content", func(int, []byte, []byte) bool { stops++; return false }, func(int) bool { return true }) || stops != 1 {
+		t.Errorf("a member callback's false did not stop the walk at once (%d calls)", stops)
+	}
+	if ArrayMembers([]byte(`{"content":[{"a":1},{"c":3}]}`), "content", func(int, []byte, []byte) bool { return true }, func(int) bool { return false }) {
+		t.Error("a done callback's false did not stop the walk")
+	}
+}
+
+// FuzzArrayMembers holds ArrayMembers to the three-pass walk on any JSON
+// object.
+func FuzzArrayMembers(f *testing.F) {
+	f.Add([]byte(`{"content":[{"type":"text","text":"a \"b\""},{"text":"c","type":"image"}],"isError":false}`))
+	f.Add([]byte(`{"x":{"content":[]},"content":[{},{"a":[{"b":"}"}]}]}`))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		if !Valid(obj) {
+			return
+		}
+		got, gotWalked := arrayMembersCalls(obj, "content")
+		want, wantWalked := arrayMembersThreePasses(obj, "content")
+		if gotWalked != wantWalked || (wantWalked && strings.Join(got, "|") != strings.Join(want, "|")) {
+			t.Fatalf("ArrayMembers(%s) = %v %q, want %v %q", obj, gotWalked, got, wantWalked, want)
 		}
 	})
 }

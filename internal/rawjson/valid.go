@@ -149,6 +149,7 @@ const (
 	lanes01    = 0x0101010101010101
 	lanes80    = 0x8080808080808080
 	lanes7f    = 0x7f7f7f7f7f7f7f7f
+	lanesE0    = 0xe0e0e0e0e0e0e0e0
 	lanesSpace = ' ' * lanes01
 	lanesQuote = '"' * lanes01
 	lanesBack  = '\\' * lanes01
@@ -158,6 +159,7 @@ const (
 // returns the index after its closing quote, or -1.
 func validString(data []byte, i int) int {
 	var lr longRuns
+	start, escapes := i, 0
 	for {
 		// Skip a run of plain bytes. Most runs are short: keys, names, and
 		// text with an escaped newline on every line. They are read eight
@@ -206,10 +208,85 @@ func validString(data []byte, i int) int {
 			default:
 				return -1
 			}
+			// A string that holds JSON (escapes every few bytes, as in
+			// a tool's answer of a JSON document as text) goes on in
+			// blocks, as skipString does.
+			if escapes++; escapes == denseQuotes && i-start <= denseQuotes*denseGap && len(data)-i >= 64 {
+				return validBlocks(data, i)
+			}
 		default: // a control character
 			return -1
 		}
 	}
+}
+
+// validBlocks is validString from data[i] on, i outside any escape, 64
+// bytes at a time: the block's quotes, backslashes and control characters
+// become bit masks, the bytes that odd runs of backslashes escape are
+// worked out from them (escapedBy, carrying a run across blocks), the
+// first quote left ends the string, no control character may come before
+// it, and each escaped byte is checked as validString checks it. The last
+// bytes, under a block, go back to validString.
+func validBlocks(data []byte, i int) int {
+	var carry uint64 // 1 when data[i] is escaped by the block before
+	for len(data)-i >= 64 {
+		quotes, backslashes, controls := stringSpecials(data[i : i+64])
+		escaped := escapedBy(backslashes, &carry)
+		end := quotes &^ escaped
+		in := ^uint64(0) // the block's bytes that are in the string
+		if end != 0 {
+			in = end&-end - 1
+		}
+		if controls&in != 0 {
+			return -1
+		}
+		for e := escaped & in; e != 0; e &= e - 1 {
+			if !validEscape(data, i+bits.TrailingZeros64(e)) {
+				return -1
+			}
+		}
+		if end != 0 {
+			return i + bits.TrailingZeros64(end) + 1
+		}
+		i += 64
+	}
+	if carry != 0 {
+		// The tail starts with the byte of an escape the last block began.
+		if i >= len(data) || !validEscape(data, i) {
+			return -1
+		}
+		if i++; data[i-1] == 'u' {
+			i += 4
+		}
+	}
+	return validString(data, i)
+}
+
+// validEscape reports whether the byte at data[p], which a backslash
+// escapes, makes a valid escape: one of "\\/bfnrt, or u and four hex
+// digits.
+func validEscape(data []byte, p int) bool {
+	switch data[p] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return true
+	case 'u':
+		return len(data)-p >= 5 && isHex[data[p+1]] && isHex[data[p+2]] && isHex[data[p+3]] && isHex[data[p+4]]
+	}
+	return false
+}
+
+// stringSpecials returns where the quotes, the backslashes and the
+// control characters (below 0x20) of the 64 bytes of b are, as masks: bit
+// k for b[k].
+func stringSpecials(b []byte) (quotes, backslashes, controls uint64) {
+	_ = b[63]
+	for w := 0; w < 8; w++ {
+		x := binary.LittleEndian.Uint64(b[8*w:])
+		quotes |= zeroLanes(x^lanesQuote) << (8 * w)
+		backslashes |= zeroLanes(x^lanesBack) << (8 * w)
+		controls |= zeroLanes(x&lanesE0) << (8 * w)
+	}
+	return quotes, backslashes, controls
 }
 
 // shortRun is how many plain bytes validString reads eight at a time

@@ -274,6 +274,8 @@ func FuzzValid(f *testing.F) {
 	f.Add([]byte(nest(70, `[{"a":`, "1", "}]")))
 	f.Add([]byte(`["` + strings.Repeat("x", 2*shortRun) + `\"` + strings.Repeat("y", shortRun+9) + `\n` + strings.Repeat("z", 3*shortRun) + `"]`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat(`xxxxxxx\"\\\u00e9`, 8) + `"}]}}`))
+	f.Add(jsonTextResult())
+	f.Add([]byte(`["` + strings.Repeat(`{\"a\":\"b\"},`, 12) + strings.Repeat("x", 70) + `\u00e9\"` + "\x1f" + `"]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if got, want := Valid(data), json.Valid(data); got != want {
 			t.Fatalf("Valid(%q) = %v, json.Valid = %v", data, got, want)
@@ -350,6 +352,27 @@ func BenchmarkValid(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestValid_Blocks checks strings that turn to blocks (escapes close
+// together) against encoding/json, with every alignment of a later
+// escape, a bad escape, a control character or the end to the 64-byte
+// blocks.
+func TestValid_Blocks(t *testing.T) {
+	dense := strings.Repeat(`{\"id\":1,\"n\":\"a\"},`, 6)
+	for k := 0; k < 140; k++ {
+		for _, tail := range []string{
+			`\"ok"`, `\\"`, `\\\"x"`, `\u00e9x"`, `\/"`,
+			`\x"`, `\u12G4"`, `\u12"`, "\x01\"", "\t\"", `\`, `"`, ``,
+		} {
+			for _, fill := range []string{"x", `\n`, "é"} {
+				in := []byte(`["` + dense + strings.Repeat(fill, k) + tail + `, 1]`)
+				if got, want := Valid(in), json.Valid(in); got != want {
+					t.Fatalf("k=%d fill=%q tail=%q: Valid = %v, json.Valid = %v", k, fill, tail, got, want)
+				}
+			}
 		}
 	}
 }

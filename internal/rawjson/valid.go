@@ -194,19 +194,11 @@ func validString(data []byte, i int) int {
 		case '"':
 			return i + 1
 		case '\\':
-			if i++; i >= len(data) {
+			if i++; i >= len(data) || !validEscape(data, i) {
 				return -1
 			}
-			switch data[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i++
-			case 'u':
-				if len(data)-i < 5 || !isHex[data[i+1]] || !isHex[data[i+2]] || !isHex[data[i+3]] || !isHex[data[i+4]] {
-					return -1
-				}
-				i += 5
-			default:
-				return -1
+			if i++; data[i-1] == 'u' {
+				i += 4
 			}
 			// A string that holds JSON (escapes every few bytes, as in
 			// a tool's answer of a JSON document as text) goes on in

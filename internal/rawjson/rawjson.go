@@ -73,47 +73,25 @@ func scan(obj []byte, fn func(keyTok []byte, keyStart, valStart, valEnd int) (bo
 	}
 	i++
 	for first := true; ; first = false {
-		i = skipSpace(obj, i)
-		if i >= n {
+		keyTok, keyStart, valStart, ok := nextMember(obj, &i, first)
+		switch {
+		case !ok:
 			return errSyntax
-		}
-		if obj[i] == '}' {
-			if rest := skipSpace(obj, i+1); rest != n {
+		case keyTok == nil:
+			if skipSpace(obj, i) != n {
 				return fmt.Errorf("%w: data after the object", ErrNotObject)
 			}
 			return nil
 		}
-		if !first {
-			if obj[i] != ',' {
-				return errSyntax
-			}
-			i = skipSpace(obj, i+1)
-		}
-		if i >= n || obj[i] != '"' {
+		valEnd := skipValue(obj, valStart)
+		if valEnd > n || valEnd == valStart {
 			return errSyntax
 		}
-		keyStart := i
-		keyEnd := skipString(obj, i)
-		if keyEnd > n {
-			return errSyntax
-		}
-		i = skipSpace(obj, keyEnd)
-		if i >= n || obj[i] != ':' {
-			return errSyntax
-		}
-		i = skipSpace(obj, i+1)
-		if i >= n {
-			return errSyntax
-		}
-		valStart := i
-		i = skipValue(obj, i)
-		if i > n || i == valStart {
-			return errSyntax
-		}
-		more, err := fn(obj[keyStart:keyEnd], keyStart, valStart, i)
+		more, err := fn(keyTok, keyStart, valStart, valEnd)
 		if err != nil || !more {
 			return err
 		}
+		i = valEnd
 	}
 }
 
@@ -342,8 +320,9 @@ func ArrayMembers(obj []byte, key string, member func(el int, key, val []byte) b
 		return false
 	}
 	seen := false
-	for i++; ; {
-		keyTok, vs, ok := nextMember(obj, &i)
+	i++
+	for first := true; ; first = false {
+		keyTok, _, vs, ok := nextMember(obj, &i, first)
 		switch {
 		case !ok:
 			return false
@@ -383,8 +362,9 @@ func arrayMembers(obj []byte, i int, member func(el int, key, val []byte) bool, 
 		default:
 			return i, false // an element that is not an object
 		}
-		for i++; ; {
-			keyTok, vs, ok := nextMember(obj, &i)
+		i++
+		for first := true; ; first = false {
+			keyTok, _, vs, ok := nextMember(obj, &i, first)
 			if !ok {
 				return i, false
 			}
@@ -405,38 +385,43 @@ func arrayMembers(obj []byte, i int, member func(el int, key, val []byte) bool, 
 }
 
 // nextMember reads the next member of an object from obj[*i] on (after
-// its "{" or a member's value): its key token and where its value
-// starts, or a nil key at the object's "}", with *i past it. It reports
-// false for what is not a member.
-func nextMember(obj []byte, i *int) (keyTok []byte, valStart int, ok bool) {
+// its "{", first, or after a member's value): its key token, where that
+// starts and where its value starts, with *i at the value; or a nil key
+// at the object's "}", with *i past it. It reports false for what is
+// neither. scan and ArrayMembers read members with it.
+func nextMember(obj []byte, i *int, first bool) (keyTok []byte, keyStart, valStart int, ok bool) {
+	n := len(obj)
 	j := skipSpace(obj, *i)
-	if j < len(obj) && obj[j] == ',' {
-		j = skipSpace(obj, j+1)
-	}
-	if j >= len(obj) {
-		return nil, 0, false
+	if j >= n {
+		return nil, 0, 0, false
 	}
 	if obj[j] == '}' {
 		*i = j + 1
-		return nil, 0, true
+		return nil, 0, 0, true
 	}
-	if obj[j] != '"' {
-		return nil, 0, false
+	if !first {
+		if obj[j] != ',' {
+			return nil, 0, 0, false
+		}
+		j = skipSpace(obj, j+1)
 	}
-	ke := skipString(obj, j)
-	if ke > len(obj) {
-		return nil, 0, false
+	if j >= n || obj[j] != '"' {
+		return nil, 0, 0, false
 	}
-	k := skipSpace(obj, ke)
-	if k >= len(obj) || obj[k] != ':' {
-		return nil, 0, false
+	keyEnd := skipString(obj, j)
+	if keyEnd > n {
+		return nil, 0, 0, false
+	}
+	k := skipSpace(obj, keyEnd)
+	if k >= n || obj[k] != ':' {
+		return nil, 0, 0, false
 	}
 	vs := skipSpace(obj, k+1)
-	if vs >= len(obj) {
-		return nil, 0, false
+	if vs >= n {
+		return nil, 0, 0, false
 	}
 	*i = vs
-	return obj[j:ke], vs, true
+	return obj[j:keyEnd], j, vs, true
 }
 
 // Elements calls fn with each element of the JSON array arr, in order,

@@ -124,9 +124,11 @@ func skipSpace(b []byte, i int) int {
 // text) has an escaped quote every few bytes, and there a call and a
 // missed branch per quote cost three times what skipBlocks takes: so
 // after escaped quotes close together it goes on in blocks.
-func skipString(b []byte, i int) int {
-	start := i
-	i++
+func skipString(b []byte, i int) int { return skipFrom(b, i, i+1) }
+
+// skipFrom is skipString from b[i] on, i outside any escape, for the
+// string whose opening quote is at b[start].
+func skipFrom(b []byte, start, i int) int {
 	for n := 1; i < len(b); n++ {
 		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
@@ -159,7 +161,7 @@ const (
 // (simdjson's method, carrying a run across blocks), and the first quote
 // left is the end. A block with neither starts a long plain run, which
 // IndexByte crosses to its next quote. The last bytes, under a block, go
-// quote to quote.
+// quote to quote (skipFrom).
 func skipBlocks(b []byte, i int) int {
 	var carry uint64 // 1 when b[i] is escaped by the block before
 	for len(b)-i >= 64 {
@@ -187,18 +189,7 @@ func skipBlocks(b []byte, i int) int {
 	if carry != 0 {
 		i++
 	}
-	for i < len(b) {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			break
-		}
-		j += i
-		if !escapedQuote(b, i, j) {
-			return j + 1
-		}
-		i = j + 1
-	}
-	return len(b) + 1
+	return skipFrom(b, i, i) // under 64 bytes left: never back to blocks
 }
 
 // escapedQuote reports whether the quote at b[j] is escaped: an odd run

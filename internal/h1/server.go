@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // Server serves HTTP/1.1 on a listener. A plain POST, the MCP endpoint's
@@ -27,12 +25,14 @@ import (
 // request on a small call: the background read that watches every request
 // for the client leaving (started here only once an answer streams, the
 // one case the edge's handlers need it), the response's own chunking
-// buffer and its header copies, and deadlines reset for each request
-// whose bytes are already in. It keeps what a server needs: the timeouts
-// of HTTP (ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout),
-// net/http's checks of the request (its own parser, http.ReadRequest, and
-// the server's Host and header checks; a request that fails any of them
-// goes to net/http for its error), a Date on every answer, the
+// buffer and its header copies, deadlines reset for each request whose
+// bytes are already in, and most of http.ReadRequest's allocations (its
+// own parser, parseRequest, takes only requests that net/http reads the
+// same way). It keeps what a server needs: the timeouts of HTTP
+// (ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout), net/http's
+// checks of the request (http.ReadRequest's and its server's Host and
+// header checks; a request that fails any of them, or that parseRequest
+// does not take, goes to net/http), a Date on every answer, the
 // Content-Length or chunked framing net/http would choose, unread bodies
 // drained up to 256 KiB or the connection closed, a handler's panic
 // logged with the connection closed, and a graceful Shutdown.
@@ -447,20 +447,19 @@ func (c *serverConn) next() (req *http.Request, raw []byte, ok bool) {
 	}
 	c.setReadDeadline(deadline)
 	all := c.peek()
-	if n < 0 || !fastRequestLine(all) {
+	if n < 0 {
 		return nil, all, true
 	}
-	r, err := http.ReadRequest(c.br)
-	if consumed := len(all) - c.br.Buffered(); consumed > n {
-		// Never seen: the parser read past the header's end as
-		// headerEnd finds it (FuzzHeaderEnd holds them to agree).
-		return nil, nil, false
+	if max := hs.MaxHeaderBytes; max > 0 && c.br.Size() > max {
+		return nil, all, true // a limit below the buffer: net/http enforces it
 	}
-	if err != nil || !c.fast(r) {
-		// The parser read within the buffer, never past it, so all still
-		// holds this request's bytes from its start.
+	r, ok := parseRequest(all[:n])
+	if !ok {
+		// Not the fast path's, or one net/http's parser or server would
+		// reject: net/http answers it as it always has.
 		return nil, all, true
 	}
+	c.br.Discard(n)
 	return r, nil, false
 }
 
@@ -509,57 +508,6 @@ func headerEnd(b []byte) int {
 }
 
 var postLine = []byte("POST ")
-
-// fastRequestLine reports whether b starts with a request line the fast
-// path may take: a POST over HTTP/1.1.
-func fastRequestLine(b []byte) bool {
-	if !bytes.HasPrefix(b, postLine) {
-		return false
-	}
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return false
-	}
-	line := bytes.TrimSuffix(b[:i], []byte("\r"))
-	return bytes.HasSuffix(line, []byte(" HTTP/1.1"))
-}
-
-// fast reports whether r is the fast path's, making the checks net/http's
-// server makes beyond http.ReadRequest's; a request that fails one goes to
-// net/http, which answers it as it always has.
-func (c *serverConn) fast(r *http.Request) bool {
-	if r.Method != http.MethodPost || r.ProtoMajor != 1 || r.ProtoMinor != 1 ||
-		len(r.TransferEncoding) > 0 || r.ContentLength < 0 {
-		return false
-	}
-	// http.ReadRequest takes the Host header out of the header, so its
-	// value is checked in r.Host, where an origin-form request (what
-	// clients send) has it: a request without one, or with its authority
-	// in its target, is net/http's to judge.
-	if r.URL.Host != "" || r.Host == "" || !httpguts.ValidHostHeader(r.Host) {
-		return false
-	}
-	if _, ok := r.Header["Expect"]; ok {
-		return false
-	}
-	if _, ok := r.Header["Upgrade"]; ok {
-		return false
-	}
-	if max := c.s.HTTP.MaxHeaderBytes; max > 0 && c.br.Size() > max {
-		return false // a limit below the buffer: net/http enforces it
-	}
-	for k, vv := range r.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return false
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // handOver gives the connection to net/http with the bytes read of it.
 func (c *serverConn) handOver(raw []byte) {

@@ -1,0 +1,209 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"reflect"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// netHTTPRequest is what net/http makes of the request header hdr: its
+// http.ReadRequest, then its server's checks. It returns nil when either
+// rejects the request.
+func netHTTPRequest(hdr []byte) *http.Request {
+	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(hdr)))
+	if err != nil {
+		return nil
+	}
+	// ReadRequest took Host out of the header; the server checks it as
+	// it was sent.
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(hdr)))
+	tp.ReadLine()
+	sent, _ := tp.ReadMIMEHeader()
+	if hosts := sent["Host"]; len(hosts) != 1 || !httpguts.ValidHostHeader(hosts[0]) {
+		return nil
+	}
+	for k, vv := range r.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return nil
+			}
+		}
+	}
+	return r
+}
+
+// sameRequest reports how got differs from net/http's want, or "".
+func sameRequest(got, want *http.Request) string {
+	type fields struct {
+		Method, Proto, Host, RequestURI string
+		ProtoMajor, ProtoMinor          int
+		URL                             any
+		Header                          http.Header
+		ContentLength                   int64
+		TransferEncoding                []string
+		Close                           bool
+		Trailer                         http.Header
+	}
+	of := func(r *http.Request) fields {
+		return fields{r.Method, r.Proto, r.Host, r.RequestURI, r.ProtoMajor, r.ProtoMinor,
+			*r.URL, r.Header, r.ContentLength, r.TransferEncoding, r.Close, r.Trailer}
+	}
+	g, w := of(got), of(want)
+	if reflect.DeepEqual(g, w) {
+		return ""
+	}
+	return fmt.Sprintf("got  %+v\nwant %+v", g, w)
+}
+
+// checkParse parses hdr with parseRequest and, when it takes it, holds
+// the result to net/http's. It reports whether parseRequest took it.
+func checkParse(t *testing.T, hdr []byte) bool {
+	t.Helper()
+	in := bytes.Clone(hdr)
+	got, ok := parseRequest(in)
+	if !ok {
+		return false
+	}
+	// Nothing of the request may point into the connection's buffer,
+	// which the next request overwrites.
+	for i := range in {
+		in[i] = 'x'
+	}
+	want := netHTTPRequest(hdr)
+	if want == nil {
+		t.Fatalf("parseRequest took %q, which net/http rejects", hdr)
+	}
+	if d := sameRequest(got, want); d != "" {
+		t.Fatalf("parseRequest(%q):\n%s", hdr, d)
+	}
+	return true
+}
+
+func TestParseRequest(t *testing.T) {
+	const mcp = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n" +
+		"Accept: application/json, text/event-stream\r\nMcp-Session-Id: abc\r\nContent-Length: 42\r\n"
+	tests := []struct {
+		name string
+		hdr  string
+		take bool
+	}{
+		{"an MCP client's POST", mcp + "\r\n", true},
+		{"bare line ends", strings.ReplaceAll(mcp, "\r\n", "\n") + "\n", true},
+		{"names in lower case", "POST /mcp HTTP/1.1\r\nhost: h\r\ncontent-type: a/b\r\nmcp-protocol-version: 2025-11-25\r\nx-odd-NAME: 1\r\ncontent-length: 2\r\n\r\n", true},
+		{"no body", "POST /mcp HTTP/1.1\r\nHost: h\r\n\r\n", true},
+		{"a query", "POST /mcp?x=1&y=%20 HTTP/1.1\r\nHost: h\r\n\r\n", true},
+		{"values trimmed", "POST / HTTP/1.1\r\nHost: \t h \t\r\nA:  b c \t\r\nB:\r\n\r\n", true},
+		{"a name twice", "POST / HTTP/1.1\r\nHost: h\r\nAccept: a\r\naccept: b\r\nAccept: c\r\n\r\n", true},
+		{"Content-Length twice, same", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length:  5 \r\n\r\n", true},
+		{"Connection: close", "POST / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Close\r\n\r\n", true},
+		{"Pragma: no-cache", "POST / HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n", true},
+		{"Pragma with Cache-Control", "POST / HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\nCache-Control: max-age=1\r\n\r\n", true},
+		{"Trailer without chunks", "POST / HTTP/1.1\r\nHost: h\r\nTrailer: X\r\n\r\n", true},
+		{"a long name", "POST / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("ab-", 40) + ": v\r\n\r\n", true},
+		{"obs-text in a value", "POST / HTTP/1.1\r\nHost: h\r\nX: caf\xc3\xa9\r\n\r\n", true},
+
+		{"GET", "GET / HTTP/1.1\r\nHost: h\r\n\r\n", false},
+		{"HTTP/1.0", "POST / HTTP/1.0\r\nHost: h\r\n\r\n", false},
+		{"absolute form", "POST http://h/ HTTP/1.1\r\nHost: h\r\n\r\n", false},
+		{"asterisk", "POST * HTTP/1.1\r\nHost: h\r\n\r\n", false},
+		{"space in the target", "POST /a b HTTP/1.1\r\nHost: h\r\n\r\n", false},
+		{"empty Host", "POST / HTTP/1.1\r\nHost:\r\n\r\n", true},
+		{"no Host", "POST / HTTP/1.1\r\n\r\n", false},
+		{"two Hosts", "POST / HTTP/1.1\r\nHost: h\r\nHost: h\r\n\r\n", false},
+		{"bad Host", "POST / HTTP/1.1\r\nHost: h/x\r\n\r\n", false},
+		{"folded line", "POST / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n", false},
+		{"space before colon", "POST / HTTP/1.1\r\nHost: h\r\nX : a\r\n\r\n", false},
+		{"empty name", "POST / HTTP/1.1\r\nHost: h\r\n: a\r\n\r\n", false},
+		{"no colon", "POST / HTTP/1.1\r\nHost: h\r\nXa\r\n\r\n", false},
+		{"control byte", "POST / HTTP/1.1\r\nHost: h\r\nX: a\x01b\r\n\r\n", false},
+		{"CR in a value", "POST / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n", false},
+		{"chunked", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", false},
+		{"Expect", "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", false},
+		{"Upgrade", "POST / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\n", false},
+		{"Content-Lengths differ", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", false},
+		{"empty Content-Length", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: \r\n\r\n", false},
+		{"signed Content-Length", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +1\r\n\r\n", false},
+		{"huge Content-Length", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 9223372036854775808\r\n\r\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := []byte(tt.hdr)
+			if n := headerEnd(hdr); n != len(hdr) {
+				t.Fatalf("test header ends at %d of %d", n, len(hdr))
+			}
+			if took := checkParse(t, hdr); took != tt.take {
+				t.Errorf("parseRequest took it: %v, want %v", took, tt.take)
+			}
+		})
+	}
+}
+
+func TestParseRequest_InternsNames(t *testing.T) {
+	r, ok := parseRequest([]byte("POST / HTTP/1.1\r\nhost: h\r\ncontent-type: a\r\nmcp-session-id: s\r\n\r\n"))
+	if !ok {
+		t.Fatal("not taken")
+	}
+	for k := range r.Header {
+		if commonKeys[k] != k {
+			t.Errorf("header %q not interned", k)
+		}
+	}
+}
+
+// FuzzParseRequest holds every request parseRequest takes to what net/http
+// makes of it, field by field.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		"POST /mcp HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+		"POST /mcp HTTP/1.1\nhost: h\ncontent-length: 2\ncontent-length: 2\n\n",
+		"POST /?a=b HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\nConnection: close\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: h\r\nX:\t a \t\r\nX: b\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: h\r\nX: a\r\n\tb\r\n\r\n",
+		"POST /%zz HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := headerEnd(b)
+		if n < 0 {
+			return
+		}
+		checkParse(t, b[:n])
+	})
+}
+
+func BenchmarkParseRequest(b *testing.B) {
+	hdr := []byte("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: Go-http-client/1.1\r\n" +
+		"Content-Length: 120\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\n" +
+		"Mcp-Protocol-Version: 2025-11-25\r\nMcp-Session-Id: 5YV3ZQ4NKXJ2MHDUX2CQW6PAKA\r\nAccept-Encoding: gzip\r\n\r\n")
+	b.Run("parseRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := parseRequest(hdr); !ok {
+				b.Fatal("not taken")
+			}
+		}
+	})
+	b.Run("http.ReadRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		br := bufio.NewReader(nil)
+		rd := bytes.NewReader(nil)
+		for b.Loop() {
+			rd.Reset(hdr)
+			br.Reset(rd)
+			if _, err := http.ReadRequest(br); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

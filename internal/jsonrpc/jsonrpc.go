@@ -306,6 +306,19 @@ func ParseOwned(data []byte) (msgs []*Message, batch bool, err error) {
 	if len(data) == 0 {
 		return nil, false, &Error{Code: CodeInvalidRequest, Message: ErrEmpty.Error()}
 	}
+	if data[0] == '{' {
+		// One message, the usual case: its members are found while it is
+		// checked, in one pass over its params or result.
+		var w wire
+		if !rawjson.ValidMembers(data, w.add) {
+			return nil, false, &Error{Code: CodeParseError, Message: "body is not valid JSON"}
+		}
+		m, jerr := w.decode()
+		if jerr != nil {
+			return nil, false, jerr
+		}
+		return []*Message{m}, false, nil
+	}
 	if !rawjson.Valid(data) {
 		return nil, false, &Error{Code: CodeParseError, Message: "body is not valid JSON"}
 	}
@@ -368,27 +381,38 @@ func decodeOne(data []byte) (*Message, *Error) {
 	}
 	var w wire
 	rawjson.Members(data, func(key, val []byte) bool {
-		name := key[1 : len(key)-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			u, _ := rawjson.Unquote(key)
-			name = []byte(u)
-		}
-		switch string(name) {
-		case "jsonrpc":
-			w.jsonrpc = val
-		case "id":
-			w.id = val
-		case "method":
-			w.method = val
-		case "params":
-			w.params = val
-		case "result":
-			w.result = val
-		case "error":
-			w.error = val
-		}
+		w.add(key, val)
 		return true
 	})
+	return w.decode()
+}
+
+// add records the message member key (its token as written) with its
+// value; a member given twice counts as its last.
+func (w *wire) add(key, val []byte) {
+	name := key[1 : len(key)-1]
+	if bytes.IndexByte(name, '\\') >= 0 {
+		u, _ := rawjson.Unquote(key)
+		name = []byte(u)
+	}
+	switch string(name) {
+	case "jsonrpc":
+		w.jsonrpc = val
+	case "id":
+		w.id = val
+	case "method":
+		w.method = val
+	case "params":
+		w.params = val
+	case "result":
+		w.result = val
+	case "error":
+		w.error = val
+	}
+}
+
+// decode makes the message of the members w holds.
+func (w *wire) decode() (*Message, *Error) {
 	for _, v := range [][]byte{w.jsonrpc, w.method} {
 		if v != nil && v[0] != '"' && !isNull(v) {
 			return nil, &Error{Code: CodeInvalidRequest, Message: "message members have the wrong types"}

@@ -20,11 +20,35 @@ const maxDepth = 10000
 // Like encoding/json, Valid accepts any byte of 0x20 or above inside a
 // string, invalid UTF-8 included.
 func Valid(data []byte) bool {
+	return valid(data, nil)
+}
+
+// ValidMembers is Valid that also calls visit with each member of data
+// when data is an object, in order: the member's key token as written
+// (quotes and escapes included) and its raw value, both aliasing data, as
+// Members gives them. It reads data once where Valid and then Members
+// read it twice: a relayed message is checked and its members found in
+// one pass over its params or result. visit may be called before a later
+// byte of data turns out invalid; what it was given is then to be
+// dropped.
+func ValidMembers(data []byte, visit func(key, val []byte)) bool {
+	return valid(data, func(keyStart, keyEnd, valStart, valEnd int) {
+		visit(data[keyStart:keyEnd], data[valStart:valEnd])
+	})
+}
+
+// valid is Valid, calling visit with the bounds of each top-level member
+// when data is an object. It hands visit indexes, not slices, so that
+// Valid's data does not leak to the heap through it.
+func valid(data []byte, visit func(keyStart, keyEnd, valStart, valEnd int)) bool {
 	// objects has bit d set when level d is an object and clear when it is
 	// an array. 157 words cover maxDepth levels, so it lives on the stack.
 	var objects [(maxDepth + 64) / 64]uint64
 	depth := 0
 	i := skipSpace(data, 0)
+	// The top-level member being read, for visit: its key token and where
+	// its value starts.
+	keyStart, keyEnd, valStart := 0, 0, 0
 
 	// Each turn of the loop reads one value at data[i], then the
 	// whitespace, commas, closing brackets and object key that lead to the
@@ -58,8 +82,12 @@ func Valid(data []byte) bool {
 				depth--
 				break
 			}
+			k := i
 			if i = validKey(data, i); i < 0 {
 				return false
+			}
+			if depth == 1 {
+				keyStart, keyEnd, valStart = k, keyTokenEnd(data, k), i
 			}
 			continue
 		case '"':
@@ -80,6 +108,9 @@ func Valid(data []byte) bool {
 		// After a value: close containers until a comma leads to the next
 		// value.
 		for {
+			if depth == 1 && visit != nil && objects[0]&2 != 0 {
+				visit(keyStart, keyEnd, valStart, i)
+			}
 			i = skipSpace(data, i)
 			if depth == 0 {
 				return i == len(data)
@@ -92,8 +123,12 @@ func Valid(data []byte) bool {
 			if c == ',' {
 				i = skipSpace(data, i+1)
 				if inObject {
+					k := i
 					if i = validKey(data, i); i < 0 {
 						return false
+					}
+					if depth == 1 {
+						keyStart, keyEnd, valStart = k, keyTokenEnd(data, k), i
 					}
 				}
 				break
@@ -121,6 +156,12 @@ func validKey(data []byte, i int) int {
 		return -1
 	}
 	return skipSpace(data, i+1)
+}
+
+// keyTokenEnd returns the end of the key token at data[k], which validKey
+// has found valid: the index after its closing quote.
+func keyTokenEnd(data []byte, k int) int {
+	return skipString(data, k)
 }
 
 // endsRun is true for the bytes that end a run of plain string bytes: the

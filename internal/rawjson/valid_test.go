@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -277,10 +278,71 @@ func FuzzValid(f *testing.F) {
 	f.Add(jsonTextResult())
 	f.Add([]byte(`["` + strings.Repeat(`{\"a\":\"b\"},`, 12) + strings.Repeat("x", 70) + `\u00e9\"` + "\x1f" + `"]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if got, want := Valid(data), json.Valid(data); got != want {
+		got, want := Valid(data), json.Valid(data)
+		if got != want {
 			t.Fatalf("Valid(%q) = %v, json.Valid = %v", data, got, want)
 		}
+		checkValidMembers(t, data, want)
 	})
+}
+
+// checkValidMembers holds ValidMembers to Valid's answer and, on valid
+// JSON, to the members Members finds.
+func checkValidMembers(t *testing.T, data []byte, valid bool) {
+	t.Helper()
+	var got [][2]string
+	ok := ValidMembers(data, func(key, val []byte) {
+		got = append(got, [2]string{string(key), string(val)})
+	})
+	if ok != valid {
+		t.Fatalf("ValidMembers(%q) = %v, want %v", data, ok, valid)
+	}
+	if !valid {
+		return
+	}
+	var want [][2]string
+	if trimmed := bytes.TrimSpace(data); trimmed[0] == '{' {
+		Members(trimmed, func(key, val []byte) bool {
+			want = append(want, [2]string{string(key), string(val)})
+			return true
+		})
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ValidMembers(%q) visited %q, Members finds %q", data, got, want)
+	}
+}
+
+// TestValid_KeepsBuffersOnTheStack: Valid must not leak data, or every
+// caller's buffer on the stack moves to the heap (the core checks the
+// edits it builds in stack buffers).
+func TestValid_KeepsBuffersOnTheStack(t *testing.T) {
+	allocs := testing.AllocsPerRun(100, func() {
+		var buf [32]byte
+		if !Valid(append(buf[:0], `{"a":[1,"x"],"b":{}}`...)) {
+			t.Fatal("not valid")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Valid on a stack buffer: %v allocations, want 0", allocs)
+	}
+}
+
+func TestValidMembers(t *testing.T) {
+	for _, in := range []string{
+		`{}`,
+		` { "a" : 1 , "b":[1,{"c":2}] ,"d":{},"e":[],"f":"x\"y","g":true,"h":null,"i":-1.5e3 } `,
+		`{"a\u0062":{"b":{"c":[[]]}},"a\u0062":2}`,
+		"{\n\"k\"\t:\r\"v\"\n}",
+		`[{"a":1}]`,
+		`"s"`,
+		`12`,
+		`{"content":[{"type":"text","text":"` + strings.Repeat(`{\"a\":\"b\"},`, 20) + `"}],"isError":false}`,
+	} {
+		checkValidMembers(t, []byte(in), true)
+	}
+	for _, in := range []string{`{"a":1,}`, `{"a":1`, `{"a" 1}`, `{"a":1}x`, `{"a":[1}`, `{"a":"\x"}`} {
+		checkValidMembers(t, []byte(in), false)
+	}
 }
 
 // validBenchCall is a tools/call request as a client sends it.

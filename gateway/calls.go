@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
-	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // toolsCall routes a call by the reverse name table to its server, under
@@ -33,13 +32,15 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if res, err, handled := s.taskCall(ctx, req, ref, req.Params, rename); handled {
 		return res, err
 	}
-	req.isError = upstream.Unread
+	req.toolResult = toolResultFacts{}
 	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, &rename)
 	if err != nil {
 		return nil, err
 	}
 	res := complete(s.exposeResult(cat, req, ref.Server, body, "content", false))
-	res.isError = req.isError // of body, which the exposure keeps
+	if sameBytes(req.toolResult.body, body) {
+		res.isError = readBoolOf(req.toolResult.isError) // of body, which the exposure keeps
+	}
 	return res, nil
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/telemetry"
-	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // Telemetry of downstream requests (OpenTelemetry MCP semantic
@@ -210,8 +209,8 @@ func outcomeOf(req *Request, res *Result, err error) (outcome, errType string) {
 		return telemetry.OutcomeError, telemetry.ErrorInternal
 	}
 	if req.Method == "tools/call" && res != nil && res.Type == ResultComplete {
-		toolError := res.isError == upstream.ReadTrue
-		if res.isError == upstream.Unread {
+		toolError := res.isError == readTrue
+		if res.isError == unread {
 			v, ok, _ := rawjson.Get(res.Body, "isError")
 			toolError = ok && string(v) == "true"
 		}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
-	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // Anonymous is the principal of every request until the auth layer names
@@ -67,9 +66,9 @@ type Request struct {
 	// releases give back the pooled buffers of the upstream answers that
 	// forward adopted; Handle moves them to the Result.
 	releases []func()
-	// isError receives what the upstream read of a forwarded
-	// tools/call's isError (see Result.isError).
-	isError upstream.ReadBool
+	// toolResult is what ReadToolResult read of a forwarded tools/call's
+	// result, for the upstream's metrics and for the core.
+	toolResult toolResultFacts
 	// members are the members of Params the core reads, once read.
 	members paramsMembers
 }
@@ -146,10 +145,26 @@ type Result struct {
 
 	// release gives back the buffers Body may alias.
 	release []func()
-	// isError is what the upstream read of a tools/call result's isError
-	// (upstream.CallHooks.IsError), when Body is that result: outcomeOf
-	// then need not read it again.
-	isError upstream.ReadBool
+	// isError is a tools/call result's isError as read for the
+	// upstream's metrics (Request.ReadToolResult), when Body is that
+	// result: outcomeOf then need not read it again.
+	isError readBool
+}
+
+// readBool is a boolean read once for later readers, or unread.
+type readBool uint8
+
+const (
+	unread readBool = iota
+	readFalse
+	readTrue
+)
+
+func readBoolOf(b bool) readBool {
+	if b {
+		return readTrue
+	}
+	return readFalse
 }
 
 // Release gives back the pooled buffers Body may alias (a large answer an

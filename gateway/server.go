@@ -729,10 +729,10 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 	timer := newCallTimer(ctx, timeout)
 	defer timer.stop()
 	hooks := &upstream.CallHooks{
-		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
-		Request: s.inputHandler(req, server, who, timer),
-		Header:  req.Header,
-		IsError: &req.isError,
+		Notify:     func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
+		Request:    s.inputHandler(req, server, who, timer),
+		Header:     req.Header,
+		ToolResult: req,
 	}
 	if adopt {
 		hooks.Adopt = func(release func()) { req.releases = append(req.releases, release) }

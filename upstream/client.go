@@ -119,29 +119,22 @@ type CallHooks struct {
 	// the result. Without Adopt the buffer is left to the garbage
 	// collector.
 	Adopt func(release func())
-	// IsError, if set, is told whether a tools/call that succeeded
-	// answered isError true: Manager.Call reads the result's isError for
-	// its metrics anyway, so that the caller need not read the result
-	// again (a pass over all of it: a 64 KiB text costs one per reader).
-	// It is left as it is for other methods and for a call that failed.
-	IsError *ReadBool
+	// ToolResult, if set, reads the result of a tools/call that succeeded
+	// for the caller and tells its isError: Manager.Call asks it instead
+	// of reading isError itself for its metrics, so that a caller that
+	// reads the result anyway reads it once (a pass over all of it: a
+	// 64 KiB text costs one per reader). It is not asked for other
+	// methods, nor for a call that failed.
+	ToolResult ToolResultReader
 }
 
-// ReadBool is a boolean a call read for its caller, or Unread.
-type ReadBool uint8
-
-const (
-	Unread ReadBool = iota
-	ReadFalse
-	ReadTrue
-)
-
-// readBool is b as a ReadBool.
-func readBool(b bool) ReadBool {
-	if b {
-		return ReadTrue
-	}
-	return ReadFalse
+// ToolResultReader reads a tools/call result for a caller
+// (CallHooks.ToolResult).
+type ToolResultReader interface {
+	// ReadToolResult reports whether result, a tools/call result, says
+	// isError true: its member isError (the last, if given twice) is
+	// exactly true.
+	ReadToolResult(result json.RawMessage) (isError bool)
 }
 
 // relays reports whether h takes any of the server's messages.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/telemetry"
 )
 
 // State is where a server is in its life.
@@ -542,10 +541,11 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 	target, progress := callMembers(method, params)
 	cctx, uc := m.startCall(ctx, e, c, method, target)
 	res, err := c.call(cctx, method, params, progress, hooks)
-	outcome := uc.end(cctx, res, err)
-	if err == nil && method == "tools/call" && hooks != nil && hooks.IsError != nil {
-		*hooks.IsError = readBool(outcome == telemetry.OutcomeToolError)
+	var reader ToolResultReader
+	if hooks != nil {
+		reader = hooks.ToolResult
 	}
+	uc.end(cctx, res, err, reader)
 	var cerr *ConnectionError
 	if !errors.As(err, &cerr) && !errors.Is(err, ErrClosed) {
 		return res, err

@@ -437,14 +437,16 @@ func TestManager_CallTelemetry(t *testing.T) {
 		wantAttrs  map[string]string // of the span, beside the common ones
 		wantStatus codes.Code
 		wantLabels map[string]string // of the duration, beside method and server
-		wantRead   ReadBool          // told to CallHooks.IsError
+		noReader   bool              // the call has no CallHooks.ToolResult
+		readerSays bool              // what the caller's ToolResult tells of isError
+		wantAsked  string            // the result ToolResult is asked about, if any
 	}{
 		{
 			name: "ok", method: "tools/call", params: `{"name":"t","arguments":{"q":"secret-arg"}}`,
 			handle:   answer(`{"content":[]}`),
 			wantName: "tools/call t", wantAttrs: map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool"},
 			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "ok"},
-			wantRead:   ReadFalse,
+			wantAsked:  `{"content":[]}`,
 		},
 		{
 			name: "tool error", method: "tools/call", params: `{"name":"t"}`,
@@ -452,7 +454,23 @@ func TestManager_CallTelemetry(t *testing.T) {
 			wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "tool_error"},
 			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
-			wantRead:   ReadTrue,
+			readerSays: true, wantAsked: `{"content":[],"isError":true}`,
+		},
+		{
+			// The caller's reader is asked instead of the result read
+			// again, and its answer counts.
+			name: "the caller's reader decides", method: "tools/call", params: `{"name":"t"}`,
+			handle:   answer(`{"content":[],"isError":true}`),
+			wantName: "tools/call t", wantAttrs: map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool"},
+			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "ok"},
+			wantAsked:  `{"content":[],"isError":true}`,
+		},
+		{
+			name: "tool error without a reader", method: "tools/call", params: `{"name":"t"}`,
+			handle: answer(`{"isError":true,"content":[]}`), noReader: true,
+			wantName: "tools/call t", wantStatus: codes.Error,
+			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "tool_error"},
+			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
 		},
 		{
 			name: "JSON-RPC error", method: "tools/call", params: `{"name":"t","arguments":{"q":"secret-arg"}}`,
@@ -525,9 +543,13 @@ func TestManager_CallTelemetry(t *testing.T) {
 					params = json.RawMessage(tt.params)
 				}
 				errc := make(chan error, 1)
-				var read ReadBool
+				reader := &fakeReader{says: tt.readerSays}
+				hooks := &CallHooks{ToolResult: reader}
+				if tt.noReader {
+					hooks = nil
+				}
 				go func() {
-					_, err := m.Call(ctx, "s", Caller{}, tt.method, params, &CallHooks{IsError: &read})
+					_, err := m.Call(ctx, "s", Caller{}, tt.method, params, hooks)
 					errc <- err
 				}()
 				if tt.cancel {
@@ -540,8 +562,12 @@ func TestManager_CallTelemetry(t *testing.T) {
 				if err := <-errc; (err != nil) != tt.wantErr {
 					t.Fatalf("call = %v, want an error: %v", err, tt.wantErr)
 				}
-				if read != tt.wantRead {
-					t.Errorf("CallHooks.IsError told %d, want %d", read, tt.wantRead)
+				var wantAsked []string
+				if tt.wantAsked != "" {
+					wantAsked = []string{tt.wantAsked}
+				}
+				if !cmp.Equal(reader.asked, wantAsked) {
+					t.Errorf("CallHooks.ToolResult asked about %q, want %q", reader.asked, wantAsked)
 				}
 				synctest.Wait()
 
@@ -669,4 +695,16 @@ func TestManager_ServerMetrics(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fakeReader is a CallHooks.ToolResult that says what it is told to, and
+// records what it was asked about.
+type fakeReader struct {
+	says  bool
+	asked []string
+}
+
+func (r *fakeReader) ReadToolResult(res json.RawMessage) bool {
+	r.asked = append(r.asked, string(res))
+	return r.says
 }

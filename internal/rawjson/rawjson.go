@@ -300,12 +300,13 @@ func Members(obj []byte, fn func(key, val []byte) bool) error {
 // member key and the members of each of its elements: member gets each
 // element's index and each of its members in order (the key token as
 // written and the raw value, aliasing obj), and done gets an element's
-// index after its last member. Each value is skipped once, where Get,
+// index after its last member. other, if not nil, gets obj's other
+// members, as Members gives them. Each value is skipped once, where Get,
 // Elements and Members in turn would skip a long one three times. It
 // reports whether all of it was walked: obj has the member once, as an
 // array of objects, and no callback returned false (which stops it).
 // Like Get, it trusts obj to be valid JSON.
-func ArrayMembers(obj []byte, key string, member func(el int, key, val []byte) bool, done func(el int) bool) bool {
+func ArrayMembers(obj []byte, key string, member func(el int, key, val []byte) bool, done func(el int) bool, other func(key, val []byte)) bool {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return false
@@ -322,6 +323,9 @@ func ArrayMembers(obj []byte, key string, member func(el int, key, val []byte) b
 		case !keyIs(keyTok, key):
 			if i = skipValue(obj, vs); i > len(obj) {
 				return false
+			}
+			if other != nil {
+				other(keyTok, obj[vs:i])
 			}
 			continue
 		case seen || obj[vs] != '[':

@@ -491,7 +491,20 @@ func arrayMembersThreePasses(obj []byte, key string) (calls []string, walked boo
 		calls = append(calls, fmt.Sprintf("%d done", el))
 		el++
 	})
-	return calls, walked
+	if !walked {
+		return nil, false
+	}
+	// The other members, in their places around the array's calls.
+	var all []string
+	Members(obj, func(k, v []byte) bool {
+		if keyIs(k, key) {
+			all = append(all, calls...)
+		} else {
+			all = append(all, fmt.Sprintf("other %s=%s", k, v))
+		}
+		return true
+	})
+	return all, true
 }
 
 func arrayMembersCalls(obj []byte, key string) (calls []string, walked bool) {
@@ -501,6 +514,8 @@ func arrayMembersCalls(obj []byte, key string) (calls []string, walked bool) {
 	}, func(el int) bool {
 		calls = append(calls, fmt.Sprintf("%d done", el))
 		return true
+	}, func(k, v []byte) {
+		calls = append(calls, fmt.Sprintf("other %s=%s", k, v))
 	})
 	return calls, walked
 }
@@ -508,6 +523,7 @@ func arrayMembersCalls(obj []byte, key string) (calls []string, walked bool) {
 func TestArrayMembers(t *testing.T) {
 	for _, in := range []string{
 		`{"content":[{"type":"text","text":"a \"b\""},{"text":"c","type":"image"}],"isError":false}`,
+		`{"isError":true,"content":[{"type":"text"}],"structuredContent":{"a":[1]},"is\u0045rror":false}`,
 		`{ "a" : 1 , "content" : [ { } , { "k" : [1,{"x":"]"}] } ] }`,
 		`{"content":[]}`,
 		`{"content":[1]}`,
@@ -525,10 +541,10 @@ func TestArrayMembers(t *testing.T) {
 	}
 	// A callback that returns false stops the walk.
 	stops := 0
-	if ArrayMembers([]byte(`{"content":[{"a":1,"b":2},{"c":3}]}`), "content", func(int, []byte, []byte) bool { stops++; return false }, func(int) bool { return true }) || stops != 1 {
+	if ArrayMembers([]byte(`{"content":[{"a":1,"b":2},{"c":3}]}`), "content", func(int, []byte, []byte) bool { stops++; return false }, func(int) bool { return true }, nil) || stops != 1 {
 		t.Errorf("a member callback's false did not stop the walk at once (%d calls)", stops)
 	}
-	if ArrayMembers([]byte(`{"content":[{"a":1},{"c":3}]}`), "content", func(int, []byte, []byte) bool { return true }, func(int) bool { return false }) {
+	if ArrayMembers([]byte(`{"content":[{"a":1},{"c":3}]}`), "content", func(int, []byte, []byte) bool { return true }, func(int) bool { return false }, nil) {
 		t.Error("a done callback's false did not stop the walk")
 	}
 }

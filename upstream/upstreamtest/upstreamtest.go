@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
@@ -139,18 +138,12 @@ func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, 
 		return json.RawMessage(`{}`), nil
 	}
 	res, err := s.Handle(context.WithValue(ctx, callerKey{}, who), method, bytes.Clone(params), hooks)
-	if err == nil && method == "tools/call" && hooks != nil && hooks.IsError != nil {
-		// As upstream.Manager tells it, from the isError it reads for
-		// its metrics.
-		*hooks.IsError = upstream.ReadFalse
-		if v, ok, _ := rawjson.Get(res, "isError"); ok && string(v) == "true" {
-			*hooks.IsError = upstream.ReadTrue
-		}
-	}
 	if err != nil || res == nil || hooks == nil || hooks.Adopt == nil || m.Unpooled {
+		readToolResult(method, res, err, hooks)
 		return res, err
 	}
 	buf := bytes.Clone(res)
+	readToolResult(method, buf, nil, hooks)
 	var given atomic.Bool
 	hooks.Adopt(func() {
 		if given.Swap(true) {
@@ -162,6 +155,14 @@ func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, 
 		m.released.Add(1)
 	})
 	return buf, nil
+}
+
+// readToolResult asks hooks.ToolResult to read a tools/call's result, the
+// one Call returns, as upstream.Manager asks it for its metrics.
+func readToolResult(method string, res json.RawMessage, err error, hooks *upstream.CallHooks) {
+	if err == nil && method == "tools/call" && hooks != nil && hooks.ToolResult != nil {
+		hooks.ToolResult.ReadToolResult(res)
+	}
 }
 
 // EndSession implements gateway.Upstreams; it records the session.

@@ -277,7 +277,7 @@ func TestExposeResult_OnlyText(t *testing.T) {
 			// The same, from what the upstream's read of the result
 			// told (Request.ReadToolResult).
 			read := &Request{Principal: "alice", Session: "A", Method: "tools/call"}
-			read.ReadToolResult(body)
+			(*toolResultReader)(read).ReadToolResult(body)
 			if read.toolResult.textOnly != tc.only {
 				t.Errorf("ReadToolResult: text only %v, want %v", read.toolResult.textOnly, tc.only)
 			}
@@ -293,7 +293,7 @@ func TestExposeResult_OnlyText(t *testing.T) {
 func checkReadToolResult(t *testing.T, body json.RawMessage) {
 	t.Helper()
 	req := &Request{}
-	isError := req.ReadToolResult(body)
+	isError := (*toolResultReader)(req).ReadToolResult(body)
 	v, ok, _ := rawjson.Get(body, "isError")
 	if want := ok && string(v) == "true"; isError != want || req.toolResult.isError != want {
 		t.Errorf("ReadToolResult(%s) says isError %v, kept %v; rawjson.Get reads %v", body, isError, req.toolResult.isError, want)

@@ -66,8 +66,8 @@ type Request struct {
 	// releases give back the pooled buffers of the upstream answers that
 	// forward adopted; Handle moves them to the Result.
 	releases []func()
-	// toolResult is what ReadToolResult read of a forwarded tools/call's
-	// result, for the upstream's metrics and for the core.
+	// toolResult is what toolResultReader read of a forwarded
+	// tools/call's result, for the upstream's metrics and for the core.
 	toolResult toolResultFacts
 	// members are the members of Params the core reads, once read.
 	members paramsMembers
@@ -146,7 +146,7 @@ type Result struct {
 	// release gives back the buffers Body may alias.
 	release []func()
 	// isError is a tools/call result's isError as read for the
-	// upstream's metrics (Request.ReadToolResult), when Body is that
+	// upstream's metrics (toolResultReader), when Body is that
 	// result: outcomeOf then need not read it again.
 	isError readBool
 }

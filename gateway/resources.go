@@ -204,7 +204,7 @@ func onlyText(obj json.RawMessage, field string, other func(key, val []byte)) bo
 }
 
 // toolResultFacts is what one walk of a forwarded tools/call's result
-// tells (Request.ReadToolResult): whether its blocks are all text
+// tells (toolResultReader): whether its blocks are all text
 // (onlyText) and its isError.
 type toolResultFacts struct {
 	body     json.RawMessage // the result read, nil when none was
@@ -212,13 +212,18 @@ type toolResultFacts struct {
 	isError  bool
 }
 
+// toolResultReader is a Request as the reader of its forwarded
+// tools/call's result that the upstream's metrics ask
+// (upstream.CallHooks.ToolResult).
+type toolResultReader Request
+
 // ReadToolResult reads a forwarded tools/call's result for the upstream's
-// metrics (upstream.CallHooks.ToolResult) and keeps what it read for the
-// core: the metrics need its isError, exposeResult whether its blocks are
-// all text, and one walk tells both (each a pass over all of the result
-// when read apart). isError is read as rawjson.Get reads it: the last
-// member of that name, exactly true.
-func (r *Request) ReadToolResult(res json.RawMessage) bool {
+// metrics and keeps what it read for the core: the metrics need its
+// isError, exposeResult whether its blocks are all text, and one walk
+// tells both (each a pass over all of the result when read apart).
+// isError is read as rawjson.Get reads it: the last member of that name,
+// exactly true.
+func (r *toolResultReader) ReadToolResult(res json.RawMessage) bool {
 	var isError []byte
 	sure := true // no other member has an escaped key that may spell isError
 	textOnly := onlyText(res, "content", func(key, val []byte) {
@@ -243,8 +248,9 @@ func (r *Request) ReadToolResult(res json.RawMessage) bool {
 	return r.toolResult.isError
 }
 
-// onlyText is onlyText for a result of this request: ReadToolResult's
-// answer when body is the result it read, without reading it again.
+// onlyText is onlyText for a result of this request: what
+// ReadToolResult read when body is the result it read, without reading
+// it again.
 func (r *Request) onlyText(body json.RawMessage, field string) bool {
 	if f := r.toolResult; field == "content" && sameBytes(f.body, body) {
 		return f.textOnly

@@ -732,7 +732,7 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		Notify:     func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
 		Request:    s.inputHandler(req, server, who, timer),
 		Header:     req.Header,
-		ToolResult: req,
+		ToolResult: (*toolResultReader)(req),
 	}
 	if adopt {
 		hooks.Adopt = func(release func()) { req.releases = append(req.releases, release) }

@@ -63,7 +63,7 @@ func parseRequest(hdr []byte) (*http.Request, bool) {
 		return nil, false
 	}
 
-	lines := bytes.Count(hdr[eol+1:], []byte{'\n'}) - 1
+	lines := max(bytes.Count(hdr[eol+1:], []byte{'\n'})-1, 0)
 	h := make(http.Header, lines)
 	strs := make([]string, lines) // one value per name, as most are
 	var host string

@@ -8,7 +8,9 @@
 // relayed tools/call that is most of what mcpgw adds in front of an HTTP
 // upstream (issue 10's profile). Here the caller's goroutine writes the
 // request and reads the answer itself, on a pooled keep-alive connection;
-// net/http's own parser (http.ReadResponse) reads the response.
+// its own parser reads the common responses (parseResponse, held to
+// net/http's by a fuzz test), and net/http's (http.ReadResponse) every
+// other.
 //
 // Transport is an http.RoundTripper: an http.Client over it still follows
 // redirects. What it does not do itself it hands to its Fallback, whole:
@@ -388,6 +390,10 @@ func (c *conn) exchange(req *http.Request, maxHeader int) (*http.Response, error
 		limit := int64(maxHeader) + int64(c.br.Size())
 		c.lr.limit = limit
 		nothing := c.br.Buffered() == 0
+		if resp, ok := c.fastResponse(req); ok {
+			c.lr.limit = -1
+			return resp, nil
+		}
 		resp, err := http.ReadResponse(c.br, req)
 		nothing = nothing && c.lr.limit == limit
 		c.lr.limit = -1
@@ -409,6 +415,34 @@ func (c *conn) exchange(req *http.Request, maxHeader int) (*http.Response, error
 			continue
 		}
 		return resp, nil
+	}
+}
+
+// fastResponse reads the response to req with parseResponse when it is
+// one that parseResponse takes, and reports false, having consumed
+// nothing, otherwise: http.ReadResponse then reads it from its start,
+// and meets any error the reading met.
+func (c *conn) fastResponse(req *http.Request) (*http.Response, bool) {
+	if _, err := c.br.Peek(1); err != nil {
+		return nil, false
+	}
+	for {
+		b, _ := c.br.Peek(c.br.Buffered())
+		if n := headerEnd(b); n >= 0 {
+			resp, chunked, ok := parseResponse(b[:n], req)
+			if !ok {
+				return nil, false
+			}
+			c.br.Discard(n)
+			resp.Body = fastBody(c.br, resp, chunked)
+			return resp, true
+		}
+		if c.br.Buffered() == c.br.Size() {
+			return nil, false // a header longer than the buffer
+		}
+		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
+			return nil, false
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/textproto"
 	"reflect"
@@ -202,6 +203,203 @@ func BenchmarkParseRequest(b *testing.B) {
 			rd.Reset(hdr)
 			br.Reset(rd)
 			if _, err := http.ReadRequest(br); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// responseRead is what a client reads of a response: the response, its
+// body (read to its end), whether that read failed, and what the stream
+// holds after it.
+type responseRead struct {
+	resp    *http.Response
+	body    string
+	bodyErr bool
+	rest    string
+}
+
+// readFast reads stream as the client's fast path does, or returns nil
+// when parseResponse does not take it.
+func readFast(stream []byte, req *http.Request) *responseRead {
+	br := bufio.NewReaderSize(bytes.NewReader(stream), 4096)
+	b, _ := br.Peek(min(len(stream), br.Size()))
+	n := headerEnd(b)
+	if n < 0 {
+		return nil
+	}
+	hdr := bytes.Clone(b[:n])
+	resp, chunked, ok := parseResponse(hdr, req)
+	if !ok {
+		return nil
+	}
+	// Nothing of the response may point into the connection's buffer,
+	// which its body and the next response overwrite.
+	for i := range hdr {
+		hdr[i] = 'x'
+	}
+	br.Discard(n)
+	resp.Body = fastBody(br, resp, chunked)
+	return finishRead(resp, br)
+}
+
+// readNetHTTP reads stream with http.ReadResponse, or returns nil when it
+// rejects the response.
+func readNetHTTP(stream []byte, req *http.Request) *responseRead {
+	br := bufio.NewReaderSize(bytes.NewReader(stream), 4096)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return nil
+	}
+	return finishRead(resp, br)
+}
+
+func finishRead(resp *http.Response, br *bufio.Reader) *responseRead {
+	body, err := io.ReadAll(resp.Body)
+	rest, _ := io.ReadAll(br)
+	return &responseRead{resp: resp, body: string(body), bodyErr: err != nil, rest: string(rest)}
+}
+
+// sameResponse reports how got differs from net/http's want, or "".
+func sameResponse(got, want *responseRead) string {
+	type fields struct {
+		Status, Proto          string
+		StatusCode, Major, Min int
+		Header, Trailer        http.Header
+		ContentLength          int64
+		TransferEncoding       []string
+		Close, Uncompressed    bool
+		Body                   string
+		BodyErr                bool
+		Rest                   string
+	}
+	of := func(r *responseRead) fields {
+		p := r.resp
+		f := fields{p.Status, p.Proto, p.StatusCode, p.ProtoMajor, p.ProtoMinor, p.Header, p.Trailer,
+			p.ContentLength, p.TransferEncoding, p.Close, p.Uncompressed, r.body, r.bodyErr, r.rest}
+		if r.bodyErr {
+			f.Rest = "" // what is left after a failed body is no one's
+		}
+		return f
+	}
+	g, w := of(got), of(want)
+	if reflect.DeepEqual(g, w) {
+		return ""
+	}
+	return fmt.Sprintf("got  %+v\nwant %+v", g, w)
+}
+
+// checkResponse reads stream both ways and, when the fast path takes it,
+// holds it to net/http. It reports whether the fast path took it.
+func checkResponse(t *testing.T, stream []byte, method string) bool {
+	t.Helper()
+	req := &http.Request{Method: method}
+	got := readFast(stream, req)
+	if got == nil {
+		return false
+	}
+	want := readNetHTTP(stream, req)
+	if want == nil {
+		t.Fatalf("parseResponse took %q, which http.ReadResponse rejects", stream)
+	}
+	if got.resp.Request != req {
+		t.Fatalf("parseResponse(%q) did not keep its request", stream)
+	}
+	if d := sameResponse(got, want); d != "" {
+		t.Fatalf("response %q:\n%s", stream, d)
+	}
+	return true
+}
+
+func TestParseResponse(t *testing.T) {
+	const sse = "HTTP/1.1 200 OK\r\nCache-Control: no-cache, no-transform\r\nConnection: keep-alive\r\n" +
+		"Content-Type: text/event-stream\r\nMcp-Session-Id: S\r\nDate: Tue, 01 Dec 2026 18:00:00 GMT\r\nTransfer-Encoding: chunked\r\n\r\n"
+	tests := []struct {
+		name   string
+		stream string
+		method string
+		take   bool
+	}{
+		{"an SSE answer, chunked", sse + "1c\r\nevent: message\r\ndata: {}\r\n\r\n\r\n0\r\n\r\nNEXT", "POST", true},
+		{"a JSON answer", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}NEXT", "POST", true},
+		{"202, empty", "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\nNEXT", "POST", true},
+		{"no reason", "HTTP/1.1 200\r\nContent-Length: 1\r\n\r\nx", "POST", true},
+		{"bare line ends", "HTTP/1.1 200 OK\nContent-Length: 1\n\nx", "POST", true},
+		{"Connection: close", "HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 1\r\n\r\nx", "POST", true},
+		{"Content-Length twice, same", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx", "POST", true},
+		{"chunked with a Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", "POST", true},
+		{"trailer fields", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nA: b\r\nc: d\r\n\r\nNEXT", "POST", true},
+		{"a short body", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nxy", "POST", true},
+		{"a cut chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nxy", "POST", true},
+		{"no end after the last chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n", "POST", true},
+		{"Pragma", "HTTP/1.1 200 OK\r\nPragma: no-cache\r\nContent-Length: 0\r\n\r\n", "POST", true},
+
+		{"HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "HEAD", false},
+		{"204", "HTTP/1.1 204 No Content\r\n\r\n", "POST", false},
+		{"404", "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", "POST", false},
+		{"100 Continue", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "POST", false},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", "POST", false},
+		{"no length", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end", "POST", false},
+		{"gzip", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "POST", false},
+		{"a Kelvin sign in chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chun\u212aed\r\n\r\n0\r\n\r\n", "POST", false},
+		{"Trailer declared", "HTTP/1.1 200 OK\r\nTrailer: A\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: b\r\n\r\n", "POST", false},
+		{"Content-Lengths differ", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx", "POST", false},
+		{"a folded line", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\nContent-Length: 0\r\n\r\n", "POST", false},
+		{"status 2000", "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n", "POST", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if took := checkResponse(t, []byte(tt.stream), tt.method); took != tt.take {
+				t.Errorf("parseResponse took it: %v, want %v", took, tt.take)
+			}
+		})
+	}
+}
+
+// FuzzParseResponse holds every response parseResponse takes to what
+// http.ReadResponse makes of it: its fields, its body as read to the end,
+// and where the next response starts.
+func FuzzParseResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nHTTP/1.1",
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive, close\r\n\r\nabcdef",
+		"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\nX: y\r\n\r\n",
+		"HTTP/1.1 201 \r\nContent-Length:  2 \r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n",
+	} {
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, head bool) {
+		method := "POST"
+		if head {
+			method = "HEAD"
+		}
+		checkResponse(t, stream, method)
+	})
+}
+
+func BenchmarkParseResponse(b *testing.B) {
+	stream := []byte("HTTP/1.1 200 OK\r\nCache-Control: no-cache, no-transform\r\nConnection: keep-alive\r\n" +
+		"Content-Type: text/event-stream\r\nMcp-Session-Id: 5YV3ZQ4NKXJ2MHDUX2CQW6PAKA\r\n" +
+		"Date: Tue, 01 Dec 2026 18:00:00 GMT\r\nTransfer-Encoding: chunked\r\n\r\n")
+	req := &http.Request{Method: http.MethodPost}
+	b.Run("parseResponse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := parseResponse(stream, req); !ok {
+				b.Fatal("not taken")
+			}
+		}
+	})
+	b.Run("http.ReadResponse", func(b *testing.B) {
+		b.ReportAllocs()
+		br := bufio.NewReader(nil)
+		rd := bytes.NewReader(nil)
+		for b.Loop() {
+			rd.Reset(stream)
+			br.Reset(rd)
+			if _, err := http.ReadResponse(br, req); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -378,7 +378,8 @@ func fastBody(br *bufio.Reader, resp *http.Response, chunked bool) io.ReadCloser
 
 // lengthBody is a body of a known length, read as net/http reads it: the
 // read that takes its last byte returns io.EOF with it, and an end of the
-// connection before it is io.ErrUnexpectedEOF.
+// connection before it is io.ErrUnexpectedEOF. The server's requestBody
+// reads a request's body with it too.
 type lengthBody struct {
 	br *bufio.Reader
 	n  int64

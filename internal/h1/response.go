@@ -18,10 +18,11 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// requestBody is a fast-path request's body: the next n bytes of the connection.
+// requestBody is a fast-path request's body: the next n bytes of the
+// connection, read as a client's answer of a known length is (lengthBody),
+// with an error kept for later reads and a read after Close refused.
 type requestBody struct {
-	br     *bufio.Reader
-	n      int64
+	lengthBody
 	err    error
 	closed bool
 }
@@ -33,21 +34,9 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if b.n <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.n {
-		p = p[:b.n]
-	}
-	n, err := b.br.Read(p)
-	b.n -= int64(n)
-	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	n, err := b.lengthBody.Read(p)
+	if err != nil && err != io.EOF {
 		b.err = err
-	} else if b.n == 0 {
-		err = io.EOF
 	}
 	return n, err
 }

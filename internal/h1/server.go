@@ -522,7 +522,7 @@ func (c *serverConn) answer(r *http.Request) (keep bool) {
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	r = r.WithContext(ctx)
 	r.RemoteAddr = c.remote
-	b := &requestBody{br: c.br, n: r.ContentLength}
+	b := &requestBody{lengthBody: lengthBody{br: c.br, n: r.ContentLength}}
 	if r.ContentLength == 0 {
 		r.Body = http.NoBody
 	} else {

@@ -83,11 +83,13 @@ func valid(data []byte, visit func(keyStart, keyEnd, valStart, valEnd int)) bool
 				break
 			}
 			k := i
-			if i = validKey(data, i); i < 0 {
+			ke, v := validKey(data, i)
+			if v < 0 {
 				return false
 			}
+			i = v
 			if depth == 1 {
-				keyStart, keyEnd, valStart = k, keyTokenEnd(data, k), i
+				keyStart, keyEnd, valStart = k, ke, i
 			}
 			continue
 		case '"':
@@ -124,11 +126,13 @@ func valid(data []byte, visit func(keyStart, keyEnd, valStart, valEnd int)) bool
 				i = skipSpace(data, i+1)
 				if inObject {
 					k := i
-					if i = validKey(data, i); i < 0 {
+					ke, v := validKey(data, i)
+					if v < 0 {
 						return false
 					}
+					i = v
 					if depth == 1 {
-						keyStart, keyEnd, valStart = k, keyTokenEnd(data, k), i
+						keyStart, keyEnd, valStart = k, ke, i
 					}
 				}
 				break
@@ -143,25 +147,20 @@ func valid(data []byte, visit func(keyStart, keyEnd, valStart, valEnd int)) bool
 }
 
 // validKey checks the object key at data[i] and the colon after it, and
-// returns the index of the member's value (after whitespace), or -1.
-func validKey(data []byte, i int) int {
+// returns the index after the key's closing quote and that of the
+// member's value (after whitespace), or -1.
+func validKey(data []byte, i int) (keyEnd, next int) {
 	if i >= len(data) || data[i] != '"' {
-		return -1
+		return -1, -1
 	}
-	if i = validString(data, i+1); i < 0 {
-		return -1
+	if keyEnd = validString(data, i+1); keyEnd < 0 {
+		return -1, -1
 	}
-	i = skipSpace(data, i)
+	i = skipSpace(data, keyEnd)
 	if i >= len(data) || data[i] != ':' {
-		return -1
+		return -1, -1
 	}
-	return skipSpace(data, i+1)
-}
-
-// keyTokenEnd returns the end of the key token at data[k], which validKey
-// has found valid: the index after its closing quote.
-func keyTokenEnd(data []byte, k int) int {
-	return skipString(data, k)
+	return keyEnd, skipSpace(data, i+1)
 }
 
 // endsRun is true for the bytes that end a run of plain string bytes: the

@@ -423,27 +423,18 @@ func (c *conn) exchange(req *http.Request, maxHeader int) (*http.Response, error
 // nothing, otherwise: http.ReadResponse then reads it from its start,
 // and meets any error the reading met.
 func (c *conn) fastResponse(req *http.Request) (*http.Response, bool) {
-	if _, err := c.br.Peek(1); err != nil {
+	n, err := peekHeader(c.br)
+	if err != nil || n < 0 {
+		return nil, false // cut short, or a header longer than the buffer
+	}
+	b, _ := c.br.Peek(n)
+	resp, chunked, ok := parseResponse(b, req)
+	if !ok {
 		return nil, false
 	}
-	for {
-		b, _ := c.br.Peek(c.br.Buffered())
-		if n := headerEnd(b); n >= 0 {
-			resp, chunked, ok := parseResponse(b[:n], req)
-			if !ok {
-				return nil, false
-			}
-			c.br.Discard(n)
-			resp.Body = fastBody(c.br, resp, chunked)
-			return resp, true
-		}
-		if c.br.Buffered() == c.br.Size() {
-			return nil, false // a header longer than the buffer
-		}
-		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
-			return nil, false
-		}
-	}
+	c.br.Discard(n)
+	resp.Body = fastBody(c.br, resp, chunked)
+	return resp, true
 }
 
 // writeRequest writes req's request line, header and body, and flushes.

@@ -436,13 +436,11 @@ func (c *serverConn) next() (req *http.Request, raw []byte, ok bool) {
 			hd = time.Now().Add(d)
 		}
 		c.setReadDeadline(hd)
-		for n < 0 && c.br.Buffered() < c.br.Size() {
+		var err error
+		if n, err = peekHeader(c.br); err != nil {
 			// A header cut short, or not in within its time: net/http
 			// would answer neither.
-			if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
-				return nil, nil, false
-			}
-			n = headerEnd(c.peek())
+			return nil, nil, false
 		}
 	}
 	c.setReadDeadline(deadline)
@@ -485,6 +483,21 @@ func idleTimeout(hs *http.Server) time.Duration {
 		return hs.IdleTimeout
 	}
 	return hs.ReadTimeout
+}
+
+// peekHeader reads into br's buffer, consuming nothing, until it holds a
+// whole header (see headerEnd), and returns the header's length: -1 when
+// the buffer fills first.
+func peekHeader(br *bufio.Reader) (int, error) {
+	for {
+		b, _ := br.Peek(br.Buffered())
+		if n := headerEnd(b); n >= 0 || br.Buffered() == br.Size() {
+			return n, nil
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			return -1, err
+		}
+	}
 }
 
 // headerEnd returns the length of the request header at the start of b,

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawio"
 )
 
 // Limits of what the stdio transport keeps of a child's output.
@@ -90,11 +91,10 @@ type stdioTransport struct {
 	pgid  int
 	pidv  atomic.Int64
 	stdin *os.File // our end of the child's stdin
-	// stdinRaw writes to stdin without the poller's wait (tryWrite), with
-	// tryFn and try; nil if the file has no raw access.
-	stdinRaw syscall.RawConn
-	tryFn    func(fd uintptr) bool
-	try      rawWrite // under wmu
+	// stdinRaw writes to stdin without the poller's wait (tryWrite), and
+	// without the scheduler's system call bookkeeping (internal/rawio); nil
+	// if the file has no raw access. Under wmu.
+	stdinRaw *rawio.FD
 	stdout   *os.File // our end of the child's stdout
 	stderr   *os.File // our end of the child's stderr
 	inOnce   sync.Once
@@ -276,9 +276,7 @@ func (t *stdioTransport) start(ctx context.Context, recv func(m *jsonrpc.Message
 	t.pgid = cmd.Process.Pid // Setpgid with Pgid 0: the group is named after the child
 	t.pidv.Store(int64(cmd.Process.Pid))
 	t.stdin, t.stdout, t.stderr = inW, outR, errR
-	if rc, err := inW.SyscallConn(); err == nil {
-		t.stdinRaw, t.tryFn = rc, t.writeOnce
-	}
+	t.stdinRaw = rawio.File(inW)
 	t.logger.Debug("server process started", "pid", cmd.Process.Pid)
 
 	t.wg.Add(4)
@@ -314,7 +312,11 @@ func (t *stdioTransport) wait() {
 func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) {
 	defer t.wg.Done()
 	defer close(t.stdoutDone)
-	lr := newLineReader(t.stdout, t.maxMsg)
+	var stdout io.Reader = t.stdout
+	if fd := rawio.File(t.stdout); fd != nil {
+		stdout = fd // read without waking the runtime's sysmon (internal/rawio)
+	}
+	lr := newLineReader(stdout, t.maxMsg)
 	for {
 		line, err := lr.readLine()
 		switch {
@@ -799,38 +801,11 @@ func (t *stdioTransport) write(ctx context.Context, b []byte) (int, error) {
 }
 
 // tryWrite makes one write(2) of b to stdin, without waiting for room.
-// It uses t.try, which wmu guards, so that it allocates nothing.
 func (t *stdioTransport) tryWrite(b []byte) (int, error) {
 	if t.stdinRaw == nil {
 		return 0, nil
 	}
-	t.try.b = b
-	err := t.stdinRaw.Write(t.tryFn)
-	n, werr := t.try.n, t.try.err
-	t.try = rawWrite{}
-	switch {
-	case err != nil:
-		return 0, err
-	case werr == syscall.EAGAIN || werr == syscall.EINTR:
-		return 0, nil // the waiting write goes on
-	case werr != nil:
-		return 0, &os.PathError{Op: "write", Path: t.stdin.Name(), Err: werr}
-	}
-	return max(n, 0), nil
-}
-
-// rawWrite is the state of one stdioTransport.tryWrite.
-type rawWrite struct {
-	b   []byte
-	n   int
-	err error
-}
-
-// writeOnce is tryWrite's function for stdinRaw.Write: one write(2), and
-// done whatever it gave.
-func (t *stdioTransport) writeOnce(fd uintptr) bool {
-	t.try.n, t.try.err = syscall.Write(int(fd), t.try.b)
-	return true
+	return t.stdinRaw.TryWrite(b)
 }
 
 // waitWrite writes b to stdin, waiting for room, until ctx ends.

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/mcpgw/mcpgw/internal/rawio"
 )
 
 // Defaults of a Transport's zero settings.
@@ -238,8 +240,11 @@ func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, e
 		}
 		return nil, err
 	}
-	c := &conn{nc: nc, addr: addr}
-	c.lr = limitedConn{nc: nc}
+	c := &conn{nc: nc, rw: nc, addr: addr}
+	if fd := rawio.Conn(nc); fd != nil {
+		c.fd, c.rw = fd, fd
+	}
+	c.lr = limitedConn{rw: c.rw}
 	c.br = getReader(&c.lr)
 	return c, nil
 }
@@ -351,6 +356,8 @@ func hostPort(u *url.URL) string {
 // conn is one connection, used by one request at a time.
 type conn struct {
 	nc     net.Conn
+	rw     io.ReadWriter // nc, or fd over its descriptor
+	fd     *rawio.FD     // nil when nc has no raw access (internal/rawio)
 	lr     limitedConn
 	br     *bufio.Reader // nil while idle
 	addr   string
@@ -457,7 +464,7 @@ func (c *conn) writeRequest(req *http.Request) (err error) {
 		return fmt.Errorf("invalid host %q", host)
 	}
 	w := writers.Get().(*bufio.Writer)
-	w.Reset(c.nc)
+	w.Reset(c.rw)
 	defer func() {
 		w.Reset(nil)
 		writers.Put(w)
@@ -526,7 +533,7 @@ func closeBody(req *http.Request) {
 // limitedConn reads from the connection, at most limit bytes while limit
 // is not negative.
 type limitedConn struct {
-	nc    net.Conn
+	rw    io.Reader
 	limit int64
 }
 
@@ -545,7 +552,7 @@ var errNoAnswer = fmt.Errorf("server closed the connection before answering: %w"
 
 func (l *limitedConn) Read(p []byte) (int, error) {
 	if l.limit < 0 {
-		return l.nc.Read(p)
+		return l.rw.Read(p)
 	}
 	if l.limit == 0 {
 		return 0, errHeaderTooLarge
@@ -553,7 +560,7 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 	if int64(len(p)) > l.limit {
 		p = p[:l.limit]
 	}
-	n, err := l.nc.Read(p)
+	n, err := l.rw.Read(p)
 	l.limit -= int64(n)
 	return n, err
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -128,7 +127,7 @@ func (w *response) writeInterim(code int) {
 func (w *response) writer() *bufio.Writer {
 	if w.bw == nil {
 		w.bw = writers.Get().(*bufio.Writer)
-		w.bw.Reset(w.c.nc)
+		w.bw.Reset(w.c.out)
 	}
 	return w.bw
 }
@@ -164,8 +163,7 @@ func (w *response) Write(p []byte) (int, error) {
 			if len(head)+len(p) > w.bw.Size() {
 				// A large answer goes out with its header in one
 				// system call, not copied into bw in part.
-				bufs := net.Buffers{head, p}
-				if _, err := bufs.WriteTo(w.c.nc); err != nil {
+				if err := w.c.writev(head, p); err != nil {
 					w.failed = true
 					return 0, errClientGone
 				}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/rawio"
 )
 
 // Server serves HTTP/1.1 on a listener. A plain POST, the MCP endpoint's
@@ -199,9 +202,12 @@ func (s *Server) newConn(nc net.Conn) *serverConn {
 	if s.closing.Load() {
 		return nil
 	}
-	c := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c := &serverConn{s: s, nc: nc, out: nc, remote: nc.RemoteAddr().String()}
 	c.idle.Store(true)
-	c.cr.nc = nc
+	c.cr.nc, c.cr.in = nc, nc
+	if fd := rawio.Conn(nc); fd != nil {
+		c.fd, c.out, c.cr.in = fd, fd, fd
+	}
 	s.conns[c] = struct{}{}
 	s.active.Add(1)
 	return c
@@ -272,6 +278,7 @@ func (c *prefixConn) Read(b []byte) (int, error) {
 // watch read, if it read one, first.
 type connReader struct {
 	nc       net.Conn
+	in       io.Reader // nc, or the raw reads of its descriptor
 	stashed  bool
 	stash    byte
 	watching chan struct{} // closed when the watch is over; nil when none
@@ -285,7 +292,7 @@ func (r *connReader) Read(b []byte) (int, error) {
 		r.stashed = false
 		return 1, nil
 	}
-	return r.nc.Read(b)
+	return r.in.Read(b)
 }
 
 // watch reads the connection from a goroutine of its own while an answer
@@ -332,6 +339,8 @@ var (
 type serverConn struct {
 	s      *Server
 	nc     net.Conn
+	out    io.Writer // nc, or fd
+	fd     *rawio.FD // nc's descriptor, read and written raw; nil when it has none
 	cr     connReader
 	br     *bufio.Reader
 	remote string
@@ -339,6 +348,18 @@ type serverConn struct {
 	idle   atomic.Bool     // waiting for a request: Shutdown may close it
 	rd     time.Time       // the read deadline set on nc
 	served int             // requests answered
+}
+
+// writev writes a and then b to the connection, in one system call where
+// it can.
+func (c *serverConn) writev(a, b []byte) error {
+	if c.fd != nil {
+		_, err := c.fd.Writev(a, b)
+		return err
+	}
+	bufs := net.Buffers{a, b}
+	_, err := bufs.WriteTo(c.nc)
+	return err
 }
 
 // setReadDeadline sets nc's read deadline when it changes: a request

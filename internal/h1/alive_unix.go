@@ -13,9 +13,6 @@ import (
 // without blocking, one system call, so that a server's idle timeout does
 // not fail the next request.
 func (c *conn) alive() bool {
-	if c.fd != nil {
-		return c.fd.Quiet()
-	}
 	sc, ok := c.nc.(syscall.Conn)
 	if !ok {
 		return true

@@ -35,8 +35,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
-
-	"github.com/mcpgw/mcpgw/internal/rawio"
 )
 
 // Defaults of a Transport's zero settings.
@@ -240,11 +238,8 @@ func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, e
 		}
 		return nil, err
 	}
-	c := &conn{nc: nc, rw: nc, addr: addr}
-	if fd := rawio.Conn(nc); fd != nil {
-		c.fd, c.rw = fd, fd
-	}
-	c.lr = limitedConn{rw: c.rw}
+	c := &conn{nc: nc, addr: addr}
+	c.lr = limitedConn{nc: nc}
 	c.br = getReader(&c.lr)
 	return c, nil
 }
@@ -356,8 +351,6 @@ func hostPort(u *url.URL) string {
 // conn is one connection, used by one request at a time.
 type conn struct {
 	nc     net.Conn
-	rw     io.ReadWriter // nc, or fd over its descriptor
-	fd     *rawio.FD     // nil when nc has no raw access (internal/rawio)
 	lr     limitedConn
 	br     *bufio.Reader // nil while idle
 	addr   string
@@ -464,7 +457,7 @@ func (c *conn) writeRequest(req *http.Request) (err error) {
 		return fmt.Errorf("invalid host %q", host)
 	}
 	w := writers.Get().(*bufio.Writer)
-	w.Reset(c.rw)
+	w.Reset(c.nc)
 	defer func() {
 		w.Reset(nil)
 		writers.Put(w)
@@ -533,7 +526,7 @@ func closeBody(req *http.Request) {
 // limitedConn reads from the connection, at most limit bytes while limit
 // is not negative.
 type limitedConn struct {
-	rw    io.Reader
+	nc    net.Conn
 	limit int64
 }
 
@@ -552,7 +545,7 @@ var errNoAnswer = fmt.Errorf("server closed the connection before answering: %w"
 
 func (l *limitedConn) Read(p []byte) (int, error) {
 	if l.limit < 0 {
-		return l.rw.Read(p)
+		return l.nc.Read(p)
 	}
 	if l.limit == 0 {
 		return 0, errHeaderTooLarge
@@ -560,7 +553,7 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 	if int64(len(p)) > l.limit {
 		p = p[:l.limit]
 	}
-	n, err := l.rw.Read(p)
+	n, err := l.nc.Read(p)
 	l.limit -= int64(n)
 	return n, err
 }

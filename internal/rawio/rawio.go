@@ -1,7 +1,7 @@
 // Package rawio reads and writes the gateway's busiest descriptors (the
-// edge's client connections, the connections to HTTP upstreams and the
-// pipes of stdio upstreams) with raw system calls, through the runtime's
-// poller for the waiting.
+// MCP endpoint's client connections on its fast path and the pipes of
+// stdio upstreams) with raw system calls, the runtime's poller still doing
+// the waiting.
 //
 // Why: package syscall's Read and Write tell the Go scheduler that a
 // system call starts and ends, and the first such call after the whole
@@ -12,18 +12,26 @@
 // switch on the CPU the gateway shares with its stdio upstreams. A read
 // or write of a nonblocking descriptor never blocks, so it needs none of
 // what the scheduler does around a system call: made raw, it leaves
-// sysmon asleep. Measured with sysmon kept out of that sleep (issue 10,
-// BENCHMARKS.md): 14% less CPU per call at 8 sessions, 20% at one.
+// sysmon asleep. Measured in interleaved pairs (issue 10, BENCHMARKS.md):
+// about a fifth less of mcpgw's CPU per relayed call over stdio at one
+// session, and about a tenth less at 64 sessions.
 //
-// Only descriptors in nonblocking mode are taken (Open checks), so a raw
-// call cannot hold a thread. Errors are wrapped as the standard library
-// wraps them (net.OpError for a connection, os.PathError for a file), so
-// that callers' errors.Is and errors.As checks hold. Deadlines and Close
-// work as for the wrapped connection or file: the waiting is its poller's.
+// The connections to HTTP upstreams keep package net's Read and Write.
+// Made raw too, every system call of a call was raw; with an HTTP upstream
+// sharing the gateway's CPU at 64 sessions, the two then preempted each
+// other about twice as often (the upstream's involuntary context switches
+// per call 0.5 -> 0.9), and mcpgw's CPU per call rose by about 15%.
 //
-// It is its own package because the edge's HTTP server and the upstream
-// HTTP client (internal/h1) and the stdio transport (upstream) use it, and
-// a leaf under internal/ is what each may import.
+// Only descriptors in nonblocking mode are taken (Conn and File check), so
+// a raw call cannot hold a thread. Errors are wrapped as the standard
+// library wraps them (net.OpError for a connection, os.PathError for a
+// file), so that callers' errors.Is and errors.As checks hold. Deadlines
+// and Close work as for the wrapped connection or file: the waiting is its
+// poller's.
+//
+// It is its own package because the edge's HTTP server (internal/h1) and
+// the stdio transport (upstream) use it, and a leaf under internal/ is what
+// each may import.
 package rawio
 
 import (
@@ -48,7 +56,6 @@ type FD struct {
 	readFn func(fd uintptr) bool
 	allFn  func(fd uintptr) bool // Write's
 	onceFn func(fd uintptr) bool // TryWrite's
-	peekFn func(fd uintptr) bool // Quiet's
 	vecFn  func(fd uintptr) bool // Writev's
 	iov    [2]iovec              // Writev's, under Write's turn
 }
@@ -96,7 +103,7 @@ func open(sc syscall.Conn, wrap func(string, error) error) *FD {
 		return nil
 	}
 	f := &FD{rc: rc, wrap: wrap}
-	f.readFn, f.allFn, f.onceFn, f.peekFn, f.vecFn = f.readOnce, f.writeAll, f.writeOnce, f.peekOnce, f.writevAll
+	f.readFn, f.allFn, f.onceFn, f.vecFn = f.readOnce, f.writeAll, f.writeOnce, f.writevAll
 	return f
 }
 
@@ -259,30 +266,6 @@ func (f *FD) writeOnce(fd uintptr) bool {
 		n, errno := write(fd, f.w.p)
 		if errno != syscall.EINTR {
 			f.w.n, f.w.err = n, errno
-			return true
-		}
-	}
-}
-
-// Quiet reports whether a connection has nothing to read and its peer has
-// not closed it: a peek that does not wait, one system call. It is a Read,
-// and must not run beside another.
-func (f *FD) Quiet() bool {
-	var b [1]byte
-	f.r = ioState{p: b[:]}
-	err := f.rc.Read(f.peekFn)
-	s := f.r
-	f.r = ioState{}
-	return err == nil && s.err == syscall.EAGAIN
-}
-
-// peekOnce is Quiet's function for RawConn.Read: done whatever the peek
-// gave (no error is a byte or the end: either way, not quiet).
-func (f *FD) peekOnce(fd uintptr) bool {
-	for {
-		n, errno := peek(fd, f.r.p)
-		if errno != syscall.EINTR {
-			f.r.n, f.r.err = n, errno
 			return true
 		}
 	}

@@ -35,13 +35,6 @@ func writev(fd uintptr, iov *[2]iovec, a, b []byte) (int, syscall.Errno) {
 	return int(n), 0
 }
 
-// peek is recv(2) with MSG_PEEK and MSG_DONTWAIT.
-func peek(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return int(n), errno
-}
-
 // isNonblocking reports whether fd has O_NONBLOCK set.
 func isNonblocking(fd uintptr) bool {
 	flags, _, errno := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)

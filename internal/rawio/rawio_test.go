@@ -241,35 +241,6 @@ func BenchmarkFD_PipeRoundTrip(b *testing.B) {
 	})
 }
 
-func TestFD_Quiet(t *testing.T) {
-	skipOff(t)
-	cases := []struct {
-		name string
-		peer func(net.Conn)
-		want bool
-	}{
-		{"idle", func(net.Conn) {}, true},
-		{"a byte waits", func(c net.Conn) { c.Write([]byte("x")) }, false},
-		{"peer closed", func(c net.Conn) { c.Close() }, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			p := tcpPair(t)
-			tc.peer(p.w.(net.Conn))
-			time.Sleep(10 * time.Millisecond) // the byte or the FIN arrives
-			if got := p.rfd.Quiet(); got != tc.want {
-				t.Fatalf("Quiet = %v, want %v", got, tc.want)
-			}
-			if tc.name == "a byte waits" { // peeked, not taken
-				b := make([]byte, 1)
-				if n, err := p.rfd.Read(b); n != 1 || err != nil || b[0] != 'x' {
-					t.Fatalf("Read after Quiet = %d, %v, %q; want the byte", n, err, b[:n])
-				}
-			}
-		})
-	}
-}
-
 func TestFD_Writev(t *testing.T) {
 	skipOff(t)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<17) // 2 MiB: many writes, cut anywhere

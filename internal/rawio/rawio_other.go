@@ -1,11 +1,11 @@
-//go:build !linux
+//go:build !unix
 
 package rawio
 
 import "syscall"
 
-// Raw system calls are made on Linux only: elsewhere Conn and File return
-// nil, and callers use the connection's or file's own Read and Write.
+// Without Unix descriptors Conn and File return nil, and callers use the
+// connection's or file's own Read and Write.
 const supported = false
 
 func read(fd uintptr, p []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }

@@ -68,6 +68,10 @@ type ioState struct {
 	n   int
 	err syscall.Errno
 	eof bool
+	// stuck: a write took nothing and said nothing (it cannot happen on a
+	// pipe or a socket); Write then fails as package os's does, with
+	// io.ErrUnexpectedEOF, rather than trying again for ever.
+	stuck bool
 }
 
 // Conn returns an FD for c's descriptor, or nil when c has none in
@@ -161,6 +165,8 @@ func (f *FD) Write(p []byte) (int, error) {
 		return s.n, f.pollErr(err)
 	case s.err != 0:
 		return s.n, f.wrap("write", s.err)
+	case s.stuck:
+		return s.n, io.ErrUnexpectedEOF
 	}
 	return s.n, nil
 }
@@ -173,6 +179,10 @@ func (f *FD) writeAll(fd uintptr) bool {
 		n, errno := write(fd, f.w.p[f.w.n:])
 		switch errno {
 		case 0:
+			if n == 0 {
+				f.w.stuck = true
+				return true
+			}
 			f.w.n += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
@@ -200,6 +210,8 @@ func (f *FD) Writev(a, b []byte) (int, error) {
 		return s.n, f.pollErr(err)
 	case s.err != 0:
 		return s.n, f.wrap("writev", s.err)
+	case s.stuck:
+		return s.n, io.ErrUnexpectedEOF
 	}
 	return s.n, nil
 }
@@ -229,6 +241,10 @@ func (f *FD) writevAll(fd uintptr) bool {
 		}
 		switch errno {
 		case 0:
+			if n == 0 {
+				f.w.stuck = true
+				return true
+			}
 			f.w.n += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:

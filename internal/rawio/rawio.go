@@ -155,20 +155,58 @@ func (f *FD) readOnce(fd uintptr) bool {
 // Write writes all of p as the connection's or file's Write does, waiting
 // for room when the descriptor is full.
 func (f *FD) Write(p []byte) (int, error) {
-	raceBeforeWrite(p)
-	f.w = ioState{p: p}
-	err := f.rc.Write(f.allFn)
-	s := f.w
-	f.w = ioState{}
-	switch {
-	case err != nil:
-		return s.n, f.pollErr(err)
-	case s.err != 0:
-		return s.n, f.wrap("write", s.err)
-	case s.stuck:
-		return s.n, io.ErrUnexpectedEOF
+	s, err := f.runWrite(f.allFn, p, nil)
+	return s.n, f.writeErr("write", s, err)
+}
+
+// Writev writes all of a and then all of b, in one system call when the
+// descriptor has room for both (a header and a large body go out so,
+// neither copied into the other). It returns the bytes written of both.
+func (f *FD) Writev(a, b []byte) (int, error) {
+	s, err := f.runWrite(f.vecFn, a, b)
+	return s.n, f.writeErr("writev", s, err)
+}
+
+// TryWrite makes one write of p without waiting for room: it returns how
+// much the descriptor took, 0 when it is full.
+func (f *FD) TryWrite(p []byte) (int, error) {
+	s, err := f.runWrite(f.onceFn, p, nil)
+	if err == nil && s.err == syscall.EAGAIN {
+		return 0, nil
+	}
+	if err := f.writeErr("write", s, err); err != nil {
+		return 0, err
 	}
 	return s.n, nil
+}
+
+// runWrite runs fn, one of the write functions, through RawConn.Write on
+// a and b, and returns what it did, or the poller's error.
+func (f *FD) runWrite(fn func(uintptr) bool, a, b []byte) (ioState, error) {
+	raceBeforeWrite(a)
+	raceBeforeWrite(b)
+	f.w = ioState{p: a, q: b}
+	err := f.rc.Write(fn)
+	s := f.w
+	f.w, f.iov = ioState{}, [2]iovec{}
+	if err != nil {
+		return s, f.pollErr(err)
+	}
+	return s, nil
+}
+
+// writeErr is the error of a write that ended as s, after err from the
+// poller.
+func (f *FD) writeErr(op string, s ioState, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case s.err != 0:
+		return f.wrap(op, s.err)
+	case s.stuck:
+		return io.ErrUnexpectedEOF
+	}
+	return nil
 }
 
 // writeAll is Write's function for RawConn.Write: writes until p is all
@@ -176,44 +214,11 @@ func (f *FD) Write(p []byte) (int, error) {
 // error.
 func (f *FD) writeAll(fd uintptr) bool {
 	for f.w.n < len(f.w.p) {
-		n, errno := write(fd, f.w.p[f.w.n:])
-		switch errno {
-		case 0:
-			if n == 0 {
-				f.w.stuck = true
-				return true
-			}
-			f.w.n += n
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return false
-		default:
-			f.w.err = errno
-			return true
+		if ret, done := f.took(write(fd, f.w.p[f.w.n:])); done {
+			return ret
 		}
 	}
 	return true
-}
-
-// Writev writes all of a and then all of b, in one system call when the
-// descriptor has room for both (a header and a large body go out so,
-// neither copied into the other). It returns the bytes written of both.
-func (f *FD) Writev(a, b []byte) (int, error) {
-	raceBeforeWrite(a)
-	raceBeforeWrite(b)
-	f.w = ioState{p: a, q: b}
-	err := f.rc.Write(f.vecFn)
-	s := f.w
-	f.w, f.iov = ioState{}, [2]iovec{}
-	switch {
-	case err != nil:
-		return s.n, f.pollErr(err)
-	case s.err != 0:
-		return s.n, f.wrap("writev", s.err)
-	case s.stuck:
-		return s.n, io.ErrUnexpectedEOF
-	}
-	return s.n, nil
 }
 
 // writevAll is Writev's function for RawConn.Write, as writeAll is
@@ -239,40 +244,31 @@ func (f *FD) writevAll(fd uintptr) bool {
 		default:
 			n, errno = writev(fd, &f.iov, a, b)
 		}
-		switch errno {
-		case 0:
-			if n == 0 {
-				f.w.stuck = true
-				return true
-			}
-			f.w.n += n
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return false
-		default:
-			f.w.err = errno
-			return true
+		if ret, done := f.took(n, errno); done {
+			return ret
 		}
 	}
 }
 
-// TryWrite makes one write of p without waiting for room: it returns how
-// much the descriptor took, 0 when it is full.
-func (f *FD) TryWrite(p []byte) (int, error) {
-	raceBeforeWrite(p)
-	f.w = ioState{p: p}
-	err := f.rc.Write(f.onceFn)
-	s := f.w
-	f.w = ioState{}
-	switch {
-	case err != nil:
-		return 0, f.pollErr(err)
-	case s.err == syscall.EAGAIN:
-		return 0, nil
-	case s.err != 0:
-		return 0, f.wrap("write", s.err)
+// took counts one write's outcome in f.w. With done, the write function
+// returns ret: true when the write is over (failed, or took nothing), false
+// to wait for room; without, it writes on.
+func (f *FD) took(n int, errno syscall.Errno) (ret, done bool) {
+	switch errno {
+	case 0:
+		if n == 0 {
+			f.w.stuck = true
+			return true, true
+		}
+		f.w.n += n
+		return false, false
+	case syscall.EINTR:
+		return false, false
+	case syscall.EAGAIN:
+		return false, true
 	}
-	return s.n, nil
+	f.w.err = errno
+	return true, true
 }
 
 // writeOnce is TryWrite's function for RawConn.Write: one write (again on

@@ -44,7 +44,9 @@ import (
 
 // FD is one nonblocking descriptor, read and written with raw system
 // calls. One Read and one Write may run at a time, concurrently with each
-// other (as one reader and one writer of a connection do).
+// other (as one reader and one writer of a connection do). Nothing may put
+// the descriptor in blocking mode while an FD uses it (os.File's Fd does):
+// a raw call that blocks holds its thread and the scheduler's P with it.
 type FD struct {
 	rc   syscall.RawConn
 	wrap func(op string, err error) error

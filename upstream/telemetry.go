@@ -209,9 +209,8 @@ func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method, ta
 var spanKindClient = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // end ends the call's span and records its metrics, given what the call
-// returned and its ctx (to tell a cancellation from a failure), and
-// returns the outcome it recorded.
-func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error, reader ToolResultReader) (outcome string) {
+// returned and its ctx (to tell a cancellation from a failure).
+func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error, reader ToolResultReader) {
 	elapsed := time.Since(uc.start).Seconds()
 	outcome, errType, code := classify(ctx, uc.method, res, err, reader)
 	labels := callLabels{method: uc.method, server: uc.server.Value.AsString(), outcome: outcome, tool: uc.tool, errType: errType}
@@ -228,7 +227,6 @@ func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error,
 	m := uc.m
 	uc.inFlight.Add(-1)
 	m.ins.duration.Record(ctx, elapsed, m.ins.durations.Get(labels, labels.attrs).Record...)
-	return outcome
 }
 
 // classify says how a call ended: its outcome, its error.type ("" on

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/gcfloor"
 	"github.com/mcpgw/mcpgw/internal/h1"
 	"github.com/mcpgw/mcpgw/telemetry"
 )
@@ -40,6 +41,12 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		// Only server entries can be wrong without being fatal: that
 		// entry is skipped and the others run.
 		logger.Error("skipping a bad server entry", "server", p.Server, "problem", p.String())
+	}
+	// Unless GOGC is set, the collector waits for the heap to reach 8 MiB
+	// while the live heap is small (internal/gcfloor says why).
+	if stop, started := gcfloor.Start(gcfloor.DefaultFloor, lookupEnv); started {
+		defer stop()
+		logger.Debug("gc heap floor set; GOGC overrides it", "floor_mib", gcfloor.DefaultFloor>>20)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("creating data_dir: %w", err)

@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	"internal/h1":           {"internal/rawio"},
 	"internal/rawio":        {},
 	"internal/bufpool":      {},
+	"internal/gcfloor":      {},
 	"internal/archtest":     {},
 	"examples/demo-server":  {},
 	"e2e":                   {"internal/rawclient"},

@@ -36,10 +36,22 @@ import (
 // from the header as well when it is sent in canonical form, and a
 // common one is interned when it is not.
 func parseRequest(hdr []byte) (*http.Request, bool) {
+	r := new(http.Request)
+	if !parseRequestInto(hdr, r) {
+		return nil, false
+	}
+	return r, true
+}
+
+// parseRequestInto is parseRequest into r, which must be zero: the
+// server's connections parse into a template of their own, which answer
+// copies once it has the request's context (http.Request.WithContext
+// copies anyway, so the fast path allocates one Request, not two).
+func parseRequestInto(hdr []byte, r *http.Request) bool {
 	// The request line: "POST " target " HTTP/1.1".
 	eol := bytes.IndexByte(hdr, '\n')
 	if eol < 0 {
-		return nil, false
+		return false
 	}
 	line := hdr[:eol]
 	if len(line) > 0 && line[len(line)-1] == '\r' {
@@ -48,15 +60,15 @@ func parseRequest(hdr []byte) (*http.Request, bool) {
 	const method, proto = "POST ", " HTTP/1.1"
 	if len(line) < len(method)+1+len(proto) ||
 		string(line[:len(method)]) != method || string(line[len(line)-len(proto):]) != proto {
-		return nil, false
+		return false
 	}
 	target := line[len(method) : len(line)-len(proto)]
 	if target[0] != '/' {
-		return nil, false // "*", or absolute form: its authority is net/http's to judge
+		return false // "*", or absolute form: its authority is net/http's to judge
 	}
 	for _, c := range target {
 		if c <= ' ' || c >= 0x7f {
-			return nil, false
+			return false
 		}
 	}
 	s := string(hdr) // what every string below is cut from
@@ -64,7 +76,7 @@ func parseRequest(hdr []byte) (*http.Request, bool) {
 	uri := s[len(method) : len(method)+len(target)]
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
-		return nil, false
+		return false
 	}
 
 	var host string
@@ -84,30 +96,27 @@ func parseRequest(hdr []byte) (*http.Request, bool) {
 		return true, true
 	})
 	if !ok {
-		return nil, false
+		return false
 	}
 	if hosts != 1 || !httpguts.ValidHostHeader(host) {
-		return nil, false
+		return false
 	}
-	r := &http.Request{
-		Method:     http.MethodPost,
-		URL:        u,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     h,
-		Host:       host,
-		RequestURI: uri,
-	}
+	r.Method = http.MethodPost
+	r.URL = u
+	r.Proto = "HTTP/1.1"
+	r.ProtoMajor, r.ProtoMinor = 1, 1
+	r.Header = h
+	r.Host = host
+	r.RequestURI = uri
 	if !special {
-		return r, true
+		return true
 	}
 	if r.ContentLength, ok = contentLength(h); !ok {
-		return nil, false
+		return false
 	}
 	fixPragma(h)
 	r.Close = httpguts.HeaderValuesContainsToken(h["Connection"], "close")
-	return r, true
+	return true
 }
 
 // parseFields parses the header fields of rest, which ends with the empty

@@ -58,11 +58,11 @@ func (b *requestBody) Close() error {
 
 // response is a fast-path request's http.ResponseWriter.
 type response struct {
-	c      *serverConn
-	header http.Header
-	body   *requestBody
-	cancel context.CancelCauseFunc
-	bw     *bufio.Writer
+	c       *serverConn
+	header  http.Header
+	reqBody requestBody // the request's Body, unless it has none
+	cancel  context.CancelCauseFunc
+	bw      *bufio.Writer
 
 	status      int
 	wroteHeader bool  // WriteHeader called with a final status
@@ -219,7 +219,7 @@ func (w *response) sendHeader(chunked bool, first []byte) []byte {
 	if w.c.s.closing.Load() {
 		w.closeAfter = true
 	}
-	if b := w.body; b.n > 0 && !w.closeAfter && (b.closed || b.n >= maxDrain || !b.discard()) {
+	if b := &w.reqBody; b.n > 0 && !w.closeAfter && (b.closed || b.n >= maxDrain || !b.discard()) {
 		w.closeAfter = true
 	}
 	switch {
@@ -371,7 +371,7 @@ func (w *response) FlushError() error {
 	// Watching needs the connection to itself: the body read and nothing
 	// more buffered (a client does not send its next request before this
 	// answer ends, but if it did, that request is not read early).
-	if w.c.cr.watching == nil && w.body.n == 0 && w.c.br.Buffered() == 0 {
+	if w.c.cr.watching == nil && w.reqBody.n == 0 && w.c.br.Buffered() == 0 {
 		w.c.cr.watch(w.cancel)
 	}
 	return nil

@@ -348,6 +348,7 @@ type serverConn struct {
 	idle   atomic.Bool     // waiting for a request: Shutdown may close it
 	rd     time.Time       // the read deadline set on nc
 	served int             // requests answered
+	tmpl   http.Request    // next parses into it; answer copies it
 }
 
 // writev writes a and then b to the connection, in one system call where
@@ -472,8 +473,9 @@ func (c *serverConn) next() (req *http.Request, raw []byte, ok bool) {
 	if max := hs.MaxHeaderBytes; max > 0 && c.br.Size() > max {
 		return nil, all, true // a limit below the buffer: net/http enforces it
 	}
-	r, ok := parseRequest(all[:n])
-	if !ok {
+	r := &c.tmpl
+	*r = http.Request{}
+	if !parseRequestInto(all[:n], r) {
 		// Not the fast path's, or one net/http's parser or server would
 		// reject: net/http answers it as it always has.
 		return nil, all, true
@@ -549,24 +551,27 @@ func (c *serverConn) handOver(raw []byte) {
 	c.s.handoff.give(&prefixConn{Conn: c.nc, prefix: bytes.Clone(raw)})
 }
 
-// answer serves r and reports whether the connection can carry another
-// request.
+// answer serves r (next's template, copied here with the request's
+// context) and reports whether the connection can carry another request.
 func (c *serverConn) answer(r *http.Request) (keep bool) {
 	hs := c.s.HTTP
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	r = r.WithContext(ctx)
+	c.tmpl = http.Request{} // holds nothing of r's past this call
 	r.RemoteAddr = c.remote
-	b := &requestBody{lengthBody: lengthBody{br: c.br, n: r.ContentLength}}
+	if hs.WriteTimeout > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(hs.WriteTimeout))
+	}
+	// One allocation for the writer and the request's body.
+	w := &response{c: c, header: http.Header{}, cancel: cancel,
+		closeAfter: r.Close || c.s.closing.Load()}
+	b := &w.reqBody
+	b.lengthBody = lengthBody{br: c.br, n: r.ContentLength}
 	if r.ContentLength == 0 {
 		r.Body = http.NoBody
 	} else {
 		r.Body = b
 	}
-	if hs.WriteTimeout > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(hs.WriteTimeout))
-	}
-	w := &response{c: c, header: http.Header{}, body: b, cancel: cancel,
-		closeAfter: r.Close || c.s.closing.Load()}
 	defer func() {
 		c.cr.unwatch(c.rd)
 		cancel(context.Canceled)

@@ -640,6 +640,19 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	t.qmu.Lock()
 	t.queue = append(t.queue, q)
 	t.qmu.Unlock()
+	// Most often no one is writing: this sender writes, and its outcome
+	// is in once it has, without the select below (which locks its five
+	// channels each time). That select could have chosen the same.
+	select {
+	case t.wmu <- struct{}{}:
+		t.flush(ctx)
+		select {
+		case err := <-q.done:
+			return err
+		default: // left queued behind a full write: as below
+		}
+	default:
+	}
 	for {
 		select {
 		case err := <-q.done:
@@ -836,14 +849,23 @@ func (t *stdioTransport) track() bool {
 
 // usable returns an error when no more messages may be sent.
 func (t *stdioTransport) usable() error {
-	select {
-	case <-t.stopCh:
-	case <-t.exited:
-	case <-t.doneCh:
-	default:
-		return nil
+	// Three looks, not one select of three: a look at an open, empty
+	// channel takes no lock, where a select locks every channel it names,
+	// and every send looks twice.
+	if isClosed(t.stopCh) || isClosed(t.exited) || isClosed(t.doneCh) {
+		return t.connErr()
 	}
-	return t.connErr()
+	return nil
+}
+
+// isClosed reports whether ch, which is only ever closed, is.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // connErr is the error of a send on a transport that has ended or is

@@ -121,6 +121,15 @@ type Config struct {
 	StartTimeout Duration `yaml:"start_timeout"`
 	// ShutdownGrace bounds the drain on shutdown. Default DefaultShutdownGrace.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// Scheduling is how Linux schedules the gateway's own threads:
+	// SchedulingNormal (the default) or SchedulingBatch. A batch gateway
+	// does not preempt its stdio servers (batch by default, see
+	// Server.Scheduling) when their answers wake it: on a CPU they share,
+	// each finishes its turn. Beside a busy process on its CPU, a batch
+	// gateway's wake-ups wait for the scheduler's tick (milliseconds), so
+	// batch is for CPUs the gateway and its servers have to themselves.
+	// Elsewhere than Linux it has no effect.
+	Scheduling string `yaml:"scheduling"`
 	// MaxRequestBody caps a client's POST body (413 above it). Default
 	// DefaultMaxRequestBody.
 	MaxRequestBody ByteSize `yaml:"max_request_body"`
@@ -615,7 +624,8 @@ type Server struct {
 	ForwardNotifications bool `yaml:"forward_notifications"`
 }
 
-// Scheduling policies of a stdio server's process (Server.Scheduling).
+// Scheduling policies of the gateway's threads (Config.Scheduling) and of
+// a stdio server's process (Server.Scheduling).
 const (
 	SchedulingBatch  = "batch"
 	SchedulingNormal = "normal"

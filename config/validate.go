@@ -156,6 +156,11 @@ func (c *Config) validateGateway() Problems {
 	if c.Secret != "" && len(c.Secret) < minSecretLen {
 		add("secret", "must be at least %d bytes long, or empty for a random key at each start", minSecretLen)
 	}
+	switch c.Scheduling {
+	case "", SchedulingNormal, SchedulingBatch:
+	default:
+		add("scheduling", "%q is not one of normal, batch", c.Scheduling)
+	}
 	for _, d := range []struct {
 		path string
 		d    Duration

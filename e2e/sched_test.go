@@ -3,38 +3,22 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/sched"
 )
 
-// threadPolicies returns the scheduling policy of each thread of process
-// pid: field 41 of proc(5)'s stat.
-func threadPolicies(t *testing.T, pid int) map[string]int {
+// threadPolicies returns the policy of each thread of process pid.
+func threadPolicies(t *testing.T, pid int) map[int]int {
 	t.Helper()
-	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if len(paths) == 0 {
-		t.Fatalf("process %d has no threads in /proc", pid)
+	ps, err := sched.Policies(pid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	out := map[string]int{}
-	for _, path := range paths {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue // the thread ended
-		}
-		s := string(b)
-		rest := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3
-		p, err := strconv.Atoi(rest[41-3])
-		if err != nil {
-			t.Fatalf("%s: policy field: %v", path, err)
-		}
-		out[path] = p
-	}
-	return out
+	return ps
 }
 
 // TestScheduling_Batch: with the top-level scheduling: batch, every thread
@@ -45,8 +29,8 @@ func TestScheduling_Batch(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("scheduling policies are Linux's")
 	}
-	const other, batch = 0, 3
-	if threadPolicies(t, os.Getpid())[fmt.Sprintf("/proc/%[1]d/task/%[1]d/stat", os.Getpid())] != other {
+	const other, batch = sched.Other, sched.Batch
+	if threadPolicies(t, os.Getpid())[os.Getpid()] != other {
 		t.Skip("the test does not run under the normal policy")
 	}
 	g := startGateway(t, baseEnv(), fmt.Sprintf(`scheduling: batch
@@ -76,15 +60,15 @@ servers:
 		}
 	}
 
-	for path, p := range threadPolicies(t, g.cmd.Process.Pid) {
+	for tid, p := range threadPolicies(t, g.cmd.Process.Pid) {
 		if p != batch {
-			t.Errorf("gateway thread %s: policy %d, want SCHED_BATCH (%d)", path, p, batch)
+			t.Errorf("gateway thread %d: policy %d, want SCHED_BATCH (%d)", tid, p, batch)
 		}
 	}
 	for name, w := range want {
-		for path, p := range threadPolicies(t, pids[name]) {
+		for tid, p := range threadPolicies(t, pids[name]) {
 			if p != w {
-				t.Errorf("server %s thread %s: policy %d, want %d", name, path, p, w)
+				t.Errorf("server %s thread %d: policy %d, want %d", name, tid, p, w)
 			}
 		}
 	}

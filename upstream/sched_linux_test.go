@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/config"
@@ -14,25 +11,18 @@ import (
 	"github.com/mcpgw/mcpgw/internal/sched"
 )
 
-// schedPolicy returns the scheduling policy of the thread or process whose
-// /proc stat file is path: field 41 of proc(5).
-func schedPolicy(t *testing.T, path string) int {
+// policies returns the policy of each thread of process pid.
+func policies(t *testing.T, pid int) map[int]int {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	ps, err := sched.Policies(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	rest := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // after comm, from field 3
-	p, err := strconv.Atoi(rest[41-3])
-	if err != nil {
-		t.Fatalf("%s: policy field: %v", path, err)
-	}
-	return p
+	return ps
 }
 
 func TestStdioTransport_Scheduling(t *testing.T) {
-	initial := schedPolicy(t, "/proc/self/stat")
+	initial := policies(t, os.Getpid())[os.Getpid()]
 	for _, gateway := range []int{sched.Other, sched.Batch} {
 		for _, tt := range []struct {
 			scheduling string
@@ -74,24 +64,16 @@ func TestStdioTransport_Scheduling(t *testing.T) {
 					t.Fatal(err)
 				}
 				<-got
-				tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", tr.pid()))
-				if len(tasks) == 0 {
-					t.Fatal("the child has no threads in /proc")
-				}
-				for _, task := range tasks {
-					if p := schedPolicy(t, task); p != want {
-						t.Errorf("child thread %s: policy %d, want %d", task, p, want)
+				for tid, p := range policies(t, tr.pid()) {
+					if p != want {
+						t.Errorf("child thread %d: policy %d, want %d", tid, p, want)
 					}
 				}
 				// No thread of ours was left with the child's policy by
 				// the fork.
-				threads, _ := filepath.Glob("/proc/self/task/*/stat")
-				for _, task := range threads {
-					if _, err := os.Stat(task); err != nil {
-						continue // ended since
-					}
-					if p := schedPolicy(t, task); p != ours {
-						t.Errorf("gateway thread %s: policy %d after the start, want %d", task, p, ours)
+				for tid, p := range policies(t, os.Getpid()) {
+					if p != ours {
+						t.Errorf("gateway thread %d: policy %d after the start, want %d", tid, p, ours)
 					}
 				}
 			})

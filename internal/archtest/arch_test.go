@@ -45,7 +45,7 @@ var allowed = map[string][]string{
 	"internal/sched":        {},
 	"internal/archtest":     {},
 	"examples/demo-server":  {},
-	"e2e":                   {"internal/rawclient"},
+	"e2e":                   {"internal/rawclient", "internal/sched"},
 
 	"e2e/fixtures/catalogserver": {},
 	"e2e/fixtures/relayserver":   {},

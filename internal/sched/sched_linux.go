@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -71,4 +73,33 @@ func set(tid, policy int) error {
 		return errno
 	}
 	return nil
+}
+
+// Policies returns the policy of each thread of process pid, by thread
+// id, from field 41 of each thread's /proc stat (proc(5)). A thread that
+// ends while it reads is left out.
+func Policies(pid int) (map[int]int, error) {
+	paths, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(paths) == 0 {
+		return nil, fmt.Errorf("process %d has no threads in /proc", pid)
+	}
+	out := map[int]int{}
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // the thread ended
+		}
+		s := string(b)
+		rest := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3
+		if len(rest) <= 41-3 {
+			return nil, fmt.Errorf("%s: no policy field", path)
+		}
+		p, err1 := strconv.Atoi(rest[41-3])
+		tid, err2 := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%s: not a thread's stat", path)
+		}
+		out[tid] = p
+	}
+	return out, nil
 }

@@ -1,45 +1,21 @@
 package sched
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 )
 
-// policyOf returns the policy of the thread whose /proc stat file is
-// path: field 41 of proc(5).
-func policyOf(t *testing.T, path string) int {
+// threadPolicies returns the policy of each thread of the process.
+func threadPolicies(t *testing.T) map[int]int {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	ps, err := Policies(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	rest := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3
-	p, err := strconv.Atoi(rest[41-3])
-	if err != nil {
-		t.Fatalf("%s: policy field: %v", path, err)
-	}
-	return p
-}
-
-// threadPolicies returns the policy of each thread of the process.
-func threadPolicies(t *testing.T) map[string]int {
-	t.Helper()
-	paths, _ := filepath.Glob("/proc/self/task/*/stat")
-	out := map[string]int{}
-	for _, p := range paths {
-		if _, err := os.Stat(p); err == nil {
-			out[p] = policyOf(t, p)
-		}
-	}
-	return out
+	return ps
 }
 
 // moreThreads makes the runtime start n more threads, each held by a
@@ -62,7 +38,7 @@ func moreThreads(n int, release chan struct{}) *sync.WaitGroup {
 }
 
 func TestSetProcess(t *testing.T) {
-	if p := policyOf(t, "/proc/self/stat"); p != Other {
+	if p := threadPolicies(t)[os.Getpid()]; p != Other {
 		t.Skipf("the test runs under policy %d, not the normal one", p)
 	}
 	release := make(chan struct{})
@@ -73,17 +49,17 @@ func TestSetProcess(t *testing.T) {
 	if err := SetProcess(Batch); err != nil {
 		t.Fatal(err)
 	}
-	for path, p := range threadPolicies(t) {
+	for tid, p := range threadPolicies(t) {
 		if p != Batch {
-			t.Errorf("%s: policy %d after SetProcess(Batch)", path, p)
+			t.Errorf("thread %d: policy %d after SetProcess(Batch)", tid, p)
 		}
 	}
 	// Threads made later are made by batch threads, and are batch.
 	release2 := make(chan struct{})
 	wg2 := moreThreads(4, release2)
-	for path, p := range threadPolicies(t) {
+	for tid, p := range threadPolicies(t) {
 		if p != Batch {
-			t.Errorf("%s: policy %d for a thread made after SetProcess(Batch)", path, p)
+			t.Errorf("thread %d: policy %d for a thread made after SetProcess(Batch)", tid, p)
 		}
 	}
 	close(release2)
@@ -92,9 +68,9 @@ func TestSetProcess(t *testing.T) {
 	if err := SetProcess(Other); err != nil {
 		t.Fatal(err)
 	}
-	for path, p := range threadPolicies(t) {
+	for tid, p := range threadPolicies(t) {
 		if p != Other {
-			t.Errorf("%s: policy %d after SetProcess(Other)", path, p)
+			t.Errorf("thread %d: policy %d after SetProcess(Other)", tid, p)
 		}
 	}
 }
@@ -117,10 +93,10 @@ func TestSetThread(t *testing.T) {
 		t.Fatalf("Thread() = %d, %v after SetThread(Batch)", got, err)
 	}
 	// Only this thread.
-	self := fmt.Sprintf("/proc/self/task/%d/stat", syscall.Gettid())
-	for path, p := range threadPolicies(t) {
-		if path != self && p != Other {
-			t.Errorf("%s: policy %d; only the calling thread was set", path, p)
+	self := syscall.Gettid()
+	for tid, p := range threadPolicies(t) {
+		if tid != self && p != Other {
+			t.Errorf("thread %d: policy %d; only the calling thread was set", tid, p)
 		}
 	}
 	if err := SetThread(Other); err != nil {

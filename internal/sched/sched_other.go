@@ -17,3 +17,6 @@ func SetThread(policy int) error { return errUnsupported }
 
 // SetProcess has no effect elsewhere than Linux.
 func SetProcess(policy int) error { return errUnsupported }
+
+// Policies has nothing to read elsewhere than Linux.
+func Policies(pid int) (map[int]int, error) { return nil, errUnsupported }

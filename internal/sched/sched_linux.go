@@ -50,13 +50,10 @@ func SetProcess(policy int) error {
 				continue
 			}
 			found = true
-			if err := set(tid, policy); err != nil {
-				if errors.Is(err, syscall.ESRCH) {
-					continue // the thread ended
-				}
+			done[tid] = true
+			if err := set(tid, policy); err != nil && !errors.Is(err, syscall.ESRCH) { // ESRCH: the thread ended
 				return fmt.Errorf("setting thread %d's scheduling policy: %w", tid, err)
 			}
-			done[tid] = true
 		}
 		if !found {
 			return nil

@@ -397,6 +397,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 		// nothing holds the result's buffers.
 		defer res.Release()
 	}
+	jerr, isRPC := errors.AsType[*jsonrpc.Error](err)
 	switch {
 	case cause == errClientCancelled:
 		return nil
@@ -405,8 +406,8 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 			h.logger.Debug("relaying a result that is not complete", "session_id", s.key, "method", c.method, "type", string(res.Type))
 		}
 		return resultMessage(c.id, encodeResult(s.version, c.method, res.Body))
-	case rpcError(err) != nil:
-		return errorMessage(c.id, rpcError(err))
+	case isRPC:
+		return errorMessage(c.id, jerr)
 	case cause == errShutdown:
 		return errorMessage(c.id, jsonrpc.NewError(jsonrpc.CodeInternalError,
 			"the gateway shut down before this request finished; it was cancelled upstream; retry it", nil))
@@ -416,17 +417,6 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 		h.logger.Error("core failed a request", "session_id", s.key, "method", c.method, "err", err)
 		return errorMessage(c.id, jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway failed to answer this request", nil))
 	}
-}
-
-// rpcError is the JSON-RPC error err is or wraps, or nil. It is its own
-// function so that run's successful calls do not allocate the pointer
-// errors.As fills.
-func rpcError(err error) *jsonrpc.Error {
-	var jerr *jsonrpc.Error
-	if err == nil || !errors.As(err, &jerr) {
-		return nil
-	}
-	return jerr
 }
 
 // finishLocked appends a call's response (if any) to st and ends st after

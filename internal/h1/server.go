@@ -348,7 +348,7 @@ type serverConn struct {
 	idle   atomic.Bool     // waiting for a request: Shutdown may close it
 	rd     time.Time       // the read deadline set on nc
 	served int             // requests answered
-	tmpl   http.Request    // next parses into it; answer copies it
+	tmpl   http.Request    // next parses into it; answer copies it, then zeroes it
 }
 
 // writev writes a and then b to the connection, in one system call where
@@ -473,8 +473,7 @@ func (c *serverConn) next() (req *http.Request, raw []byte, ok bool) {
 	if max := hs.MaxHeaderBytes; max > 0 && c.br.Size() > max {
 		return nil, all, true // a limit below the buffer: net/http enforces it
 	}
-	r := &c.tmpl
-	*r = http.Request{}
+	r := &c.tmpl // zero: answer clears it after each copy
 	if !parseRequestInto(all[:n], r) {
 		// Not the fast path's, or one net/http's parser or server would
 		// reject: net/http answers it as it always has.

@@ -30,7 +30,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"sync/atomic"
 )
 
 // DefaultFloor is the floor mcpgw serves with when GOGC is not set.
@@ -61,12 +60,12 @@ func Percent(floor, live uint64) int {
 // tuner is one Start's state, shared with the cleanup that runs after
 // each collection.
 type tuner struct {
-	floor   uint64
-	stopped atomic.Bool
+	floor uint64
 
-	mu      sync.Mutex // serializes cycle and stop
-	percent int        // what the tuner last set
-	before  int        // the percent it found
+	mu      sync.Mutex // serializes cycle and stop, and guards:
+	stopped bool
+	percent int // what the tuner last set
+	before  int // the percent it found
 
 	samples []metrics.Sample
 }
@@ -111,7 +110,7 @@ func (t *tuner) arm() {
 func (t *tuner) cycle() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped.Load() {
+	if t.stopped {
 		return
 	}
 	if p := Percent(t.floor, t.live()); p != t.percent {
@@ -124,9 +123,10 @@ func (t *tuner) cycle() {
 func (t *tuner) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped.Swap(true) {
+	if t.stopped {
 		return
 	}
+	t.stopped = true
 	debug.SetGCPercent(t.before)
 }
 

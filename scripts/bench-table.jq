@@ -2,9 +2,11 @@
 # BENCHMARKS.md table: each case through mcpgw beside its direct run, and
 # the ratios to direct measured in the same run; then mcpgw's CPU per
 # small call as a multiple of the floor's (a bare net/http echo server) at
-# the same session count, beside issue 10's targets in the same unit; the
-# 64 KiB case's share of its upstream's CPU; and, with more than one
-# round, each round's own ratios beside the ratios of the medians.
+# the same session count, beside issue 10's targets in the same unit, and
+# beside the relay floor's (via "relay": e2e/fixtures/relayfloor, the
+# floor's edge relaying to the same upstream and nothing more); the 64
+# KiB case's share of its upstream's CPU; and, with more than one round,
+# each round's own ratios beside the ratios of the medians.
 def r(x): if x == null then "–" else ((x * 10 | round) / 10 | tostring) end;
 def median: map(select(. != null)) | sort
   | if length == 0 then null elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
@@ -39,17 +41,20 @@ def rounds: map(select(.via == "direct" or .via == "mcpgw")) | group_by(.case)
   ($cases[] | (map(select(.via == "direct")) | first) as $d
    | .[] | select(.idle == null)
    | (if .via == "direct" then (.watched.cpu_us_per_req // null) else .watched.cpu_us_per_req end) as $cpu
-   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" then ratio(.rps; $d.rps) elif .via == "direct" then "1×" else "–" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if .via == "mcpgw" and $d != null then r(.latency_us.p50 - $d.latency_us.p50) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
+   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" or .via == "relay" then ratio(.rps; $d.rps) elif .via == "direct" then "1×" else "–" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if (.via == "mcpgw" or .via == "relay") and $d != null then r(.latency_us.p50 - $d.latency_us.p50) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
   "",
   ($cases[] | .[] | select(.idle != null)
    | "Idle: \(.sessions) sessions held open with their GET streams: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (opened in \(r(.idle.open_s)) s, \(.errors) errors)."),
   "",
   ((map(select(.via == "floor")) | map({key: (.sessions | tostring), value: .watched.cpu_us_per_req}) | from_entries) as $floor
+   | (map(select(.via == "relay")) | map({key: .case, value: .watched.cpu_us_per_req}) | from_entries) as $relay
    | if ($floor | length) == 0 then empty else
-     "CPU per small call as a multiple of the floor's (\($floor | to_entries | map("\(.value | r(.)) µs at \(.key)") | join(", "))); the targets are 35 and 60 µs over a 24 µs floor, 1.46× (stdio) and 2.5× (HTTP):",
+     "CPU per small call as a multiple of the floor's (\($floor | to_entries | map("\(.value | r(.)) µs at \(.key)") | join(", "))); the targets are 35 and 60 µs over a 24 µs floor, 1.46× (stdio) and 2.5× (HTTP). Beside each, the relay floor's, and mcpgw's as a multiple of it:",
      "",
      (.[] | select(.via == "mcpgw" and (.case | test("^echo (stdio|http), [0-9]+ sessions$"))) | select($floor[.sessions | tostring] != null)
-      | "- \(.case): \(r(.watched.cpu_us_per_req)) µs, \(ratio(.watched.cpu_us_per_req; $floor[.sessions | tostring]))")
+      | $floor[.sessions | tostring] as $f | $relay[.case] as $rl
+      | "- \(.case): \(r(.watched.cpu_us_per_req)) µs, \(ratio(.watched.cpu_us_per_req; $f))"
+        + (if $rl == null then "" else "; the relay floor \(r($rl)) µs, \(ratio($rl; $f)); mcpgw \(ratio(.watched.cpu_us_per_req; $rl)) the relay floor's" end))
      end),
   "",
   (.[] | select(.via == "mcpgw" and (.case | test("KiB payload stdio")))

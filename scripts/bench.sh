@@ -51,7 +51,7 @@ echo "building into $bin" >&2
 # cgo, stripped): that is what runs in production, and without cgo it does
 # not map libc (about 1.7 MiB of RSS).
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
-go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver ./e2e/fixtures/floorserver
+go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver ./e2e/fixtures/floorserver ./e2e/fixtures/relayfloor
 
 server_cpu=() load_cpu=()
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
@@ -111,12 +111,14 @@ run() {
   jq -c --arg case "$label" --arg via "$via" --argjson round "$round" '. + {case: $case, via: $via, round: $round}' <<<"$rep" >>"$OUT"
 }
 
-# start_http_server BIN: runs BIN -http on a free port on the servers'
-# CPU and sets srv_pid and srv_url once it accepts connections.
+# start_http_server BIN [ARGS...]: runs BIN -http (and ARGS) on a free
+# port on the servers' CPU and sets srv_pid and srv_url once it accepts
+# connections.
 start_http_server() {
-  local port
+  local port bin=$1
+  shift
   port=$(free_port)
-  "${server_cpu[@]}" "$1" -http "127.0.0.1:$port" 2>/dev/null &
+  "${server_cpu[@]}" "$bin" -http "127.0.0.1:$port" "$@" 2>/dev/null &
   srv_pid=$!
   pids+=("$srv_pid")
   srv_url=http://127.0.0.1:$port/mcp
@@ -127,8 +129,11 @@ start_http_server() {
 # idle but for the case being measured: the floor (issue 10's CPU targets
 # are stated against it, "about 24 us per request on this machine";
 # measured beside mcpgw it says how fast the machine is at that moment,
-# and the table's last lines divide by it), the HTTP demo server, and a
-# gateway in front of each upstream.
+# and the table's last lines divide by it), the HTTP demo server, a
+# gateway in front of each upstream, and the relay floor in front of each
+# (e2e/fixtures/relayfloor: the floor's edge relaying to the same
+# upstream and doing nothing else; what it costs beyond the floor is the
+# second hop, which every relay pays on this machine).
 echo "starting the servers" >&2
 start_http_server "$bin/floorserver"
 floor_pid=$srv_pid floor_url=$srv_url
@@ -138,21 +143,27 @@ start_gateway "  - {name: demo, transport: stdio, command: $bin/demo-server}"
 gws_pid=$gw_pid gws_url=$gw_url
 start_gateway "  - {name: demo, transport: http, url: $http_url}"
 gwh_pid=$gw_pid gwh_url=$gw_url
+start_http_server "$bin/relayfloor" -prefix mcp__demo__ -- "$bin/demo-server"
+rfs_pid=$srv_pid rfs_url=$srv_url
+start_http_server "$bin/relayfloor" -prefix mcp__demo__ -upstream "$http_url"
+rfh_pid=$srv_pid rfh_url=$srv_url
 
 for round in $(seq 1 "$ROUNDS"); do
-  echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP, 64 KiB" >&2
+  echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP (direct, mcpgw, the relay floor), 64 KiB" >&2
   for s in $SESSIONS; do
     run "floor echo, $s sessions" floor -url "$floor_url" -sessions "$s" -tool echo -watch "$floor_pid"
     run "echo stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/demo-server"
     run "echo stdio, $s sessions" mcpgw -url "$gws_url" -sessions "$s" -tool mcp__demo__echo -watch "$gws_pid"
+    run "echo stdio, $s sessions" relay -url "$rfs_url" -sessions "$s" -tool mcp__demo__echo -watch "$rfs_pid"
     run "echo http, $s sessions" direct -url "$http_url" -sessions "$s" -tool echo -watch "$http_pid"
     run "echo http, $s sessions" mcpgw -url "$gwh_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwh_pid"
+    run "echo http, $s sessions" relay -url "$rfh_url" -sessions "$s" -tool mcp__demo__echo -watch "$rfh_pid"
   done
   run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
   run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gws_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gws_pid"
 done
 round=1
-for p in "$gws_pid" "$gwh_pid" "$http_pid" "$floor_pid"; do stop "$p"; done
+for p in "$gws_pid" "$gwh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid"; do stop "$p"; done
 
 echo "tools/list of $TOOLS tools" >&2
 names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)

@@ -50,6 +50,7 @@ var allowed = map[string][]string{
 	"e2e/fixtures/catalogserver": {},
 	"e2e/fixtures/relayserver":   {},
 	"e2e/fixtures/floorserver":   {}, // standard library only: it is the floor
+	"e2e/fixtures/relayfloor":    {}, // standard library only: the floor of a relay
 
 	"internal/rawclient":      {},
 	"e2e/fixtures/taskserver": {},

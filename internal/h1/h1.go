@@ -358,6 +358,7 @@ type conn struct {
 	stop   func() bool // ends the current request's AfterFunc
 	reused bool        // taken from the pool for the current request
 	wasCut atomic.Bool
+	peek   *peeker // alive's, made on its first look
 }
 
 // cut makes the connection's pending and next reads and writes fail at

@@ -323,6 +323,35 @@ func TestRoundTrip_ServerClosedTheIdleConnection(t *testing.T) {
 	}
 }
 
+// TestRoundTrip_ServerClosedAReusedIdleConnection: a connection that was
+// taken from the pool before (its first look found it alive) and is
+// closed while idle is found closed by the next look too.
+func TestRoundTrip_ServerClosedAReusedIdleConnection(t *testing.T) {
+	closed := make(chan struct{}, 2)
+	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for range 2 {
+			if _, _, err := readRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+		c.Close() // two answers, then an idle timeout
+		closed <- struct{}{}
+	})
+	tr := newTransport(t)
+	for i := range 4 {
+		if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
+			t.Fatalf("request %d: %q", i, got)
+		}
+		if i%2 == 1 {
+			<-closed
+		}
+	}
+	if n := srv.accepted.Load(); n != 2 {
+		t.Errorf("connections: %d, want 2", n)
+	}
+}
+
 func TestRoundTrip_ConnectionClose(t *testing.T) {
 	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")

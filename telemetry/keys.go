@@ -1,10 +1,13 @@
 package telemetry
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Attribute keys of the OpenTelemetry MCP semantic conventions
@@ -76,6 +79,13 @@ var DurationBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30
 // tracestate) only: baggage is the client's, and the gateway does not pass
 // it on to servers of other owners.
 var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
+
+// Injects reports whether Propagator.Inject writes anything for ctx: a
+// span context to pass on. A caller whose headers it would leave as they
+// are can share them between requests.
+func Injects(ctx context.Context) bool {
+	return trace.SpanContextFromContext(ctx).IsValid()
+}
 
 // ScopeName is the instrumentation scope of mcpgw's tracers and meters.
 const ScopeName = "github.com/mcpgw/mcpgw"

@@ -60,6 +60,7 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/telemetry"
 )
 
 // Header names of the streamable HTTP transport.
@@ -110,6 +111,10 @@ type peer struct {
 	max     int64
 	logger  *slog.Logger
 	secrets []string // redacted from quoted bodies
+	// url is rawURL parsed, its host without an empty port (as
+	// http.NewRequest leaves it); nil when it does not parse. Requests to
+	// rawURL share it: nothing below them changes a request's URL.
+	url *url.URL
 }
 
 func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
@@ -149,6 +154,9 @@ func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
 		addSecret(v)
 	}
 	if u, err := url.Parse(srv.URL); err == nil {
+		shared := *u
+		shared.Host = strings.TrimSuffix(shared.Host, ":")
+		p.url = &shared
 		p.safeURL = safeURL(u)
 		addSecret(u.RawQuery)
 		for _, vs := range u.Query() {
@@ -174,18 +182,58 @@ func safeURL(u *url.URL) string {
 // configured headers and, when not empty, the session and protocol version
 // headers.
 func (p *peer) newRequest(ctx context.Context, method, target string, body []byte, sid, version string) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	req, err := p.bareRequest(ctx, method, target, body)
 	if err != nil {
-		// The error would quote the URL.
-		return nil, fmt.Errorf("invalid server URL %s", p.safeURL)
+		return nil, err
 	}
 	req.Header = p.header(sid, version)
 	return req, nil
 }
+
+// bareRequest returns a request to target, without a header. A request
+// to the server's URL is made as http.NewRequestWithContext makes it,
+// from the URL parsed once and in fewer allocations: a POST per call
+// is the hot path. Another target (a legacy SSE server's endpoint) is
+// made by http.NewRequestWithContext itself.
+func (p *peer) bareRequest(ctx context.Context, method, target string, body []byte) (*http.Request, error) {
+	if target != p.rawURL || p.url == nil {
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, target, rd)
+		if err != nil {
+			// The error would quote the URL.
+			return nil, fmt.Errorf("invalid server URL %s", p.safeURL)
+		}
+		return req, nil
+	}
+	// method is one of net/http's constants. WithContext is the one way to set a request's context, and it
+	// copies: the template does not escape.
+	tmpl := http.Request{Method: method, URL: p.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: p.url.Host}
+	req := tmpl.WithContext(ctx)
+	if len(body) > 0 {
+		b := new(requestBody)
+		b.Reset(body)
+		req.Body = b
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) {
+			again := new(requestBody)
+			again.Reset(body)
+			return again, nil
+		}
+	} else if body != nil {
+		req.Body = http.NoBody
+		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+	}
+	return req, nil
+}
+
+// requestBody is a request's body: a reader of its bytes, which it writes
+// in one piece (WriteTo) to a connection's buffer.
+type requestBody struct{ bytes.Reader }
+
+func (*requestBody) Close() error { return nil }
 
 // do sends req through p's client. Through the default client a request
 // goes straight to its transport: http.Client copies every request's
@@ -303,25 +351,39 @@ func forwardable(names []string) []string {
 	return out
 }
 
-// forwardHeaders copies onto req the headers of h, a client's request
-// headers, that the server's forward_headers name and req does not have
-// yet: our own and the configured ones win.
-func (p *peer) forwardHeaders(req *http.Request, h http.Header) {
-	if len(p.forward) == 0 || len(h) == 0 {
+// forwardHeaders copies into dst, a request's header, the headers of
+// client, a client's request headers, that the server's forward_headers
+// name and dst does not have yet: our own and the configured ones win.
+func (p *peer) forwardHeaders(dst, client http.Header) {
+	if len(p.forward) == 0 || len(client) == 0 {
 		return
 	}
 	fwd := make(http.Header)
-	for k, vs := range h {
+	for k, vs := range client {
 		// The edge's headers are canonical; a hand-made map may not be.
 		if ck := textproto.CanonicalMIMEHeaderKey(k); slices.Contains(p.forward, ck) {
 			fwd[ck] = append(fwd[ck], vs...)
 		}
 	}
 	for k, vs := range fwd {
-		if _, ours := req.Header[k]; !ours && len(vs) > 0 {
-			req.Header[k] = vs
+		if _, ours := dst[k]; !ours && len(vs) > 0 {
+			dst[k] = vs
 		}
 	}
+}
+
+// forwardsAny reports whether forwardHeaders would copy any of client's
+// headers.
+func (p *peer) forwardsAny(client http.Header) bool {
+	if len(p.forward) == 0 {
+		return false
+	}
+	for k, vs := range client {
+		if len(vs) > 0 && slices.Contains(p.forward, textproto.CanonicalMIMEHeaderKey(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 // netError rewrites the *url.Error of a failed request so that it names the
@@ -539,6 +601,17 @@ type httpTransport struct {
 	expired bool
 	get     context.CancelFunc
 	closed  bool
+
+	// shared is the header of the session's POSTs that carry neither a
+	// client's forwarded headers nor a trace context (postHeader).
+	shared atomic.Pointer[sharedHeader]
+}
+
+// sharedHeader is a POST header shared by the requests of a session and
+// protocol version, read-only.
+type sharedHeader struct {
+	sid, version string
+	h            http.Header
 }
 
 var _ transport = (*httpTransport)(nil)
@@ -646,15 +719,12 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		sid, version = "", ""
 	}
 	rctx, detach, cancel := exchange(ctx, t.life)
-	req, err := t.newRequest(rctx, http.MethodPost, t.rawURL, body, sid, version)
+	req, err := t.bareRequest(rctx, http.MethodPost, t.rawURL, body)
 	if err != nil {
 		cancel()
 		return err
 	}
-	req.Header["Content-Type"] = contentTypeJSON
-	req.Header["Accept"] = acceptJSONOrStream
-	t.forwardHeaders(req, h)
-	injectTraceContext(ctx, req.Header)
+	req.Header = t.postHeader(ctx, sid, version, h)
 	resp, err := t.do(req)
 	if err != nil {
 		cancel()
@@ -695,7 +765,7 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 	case mt == "application/json":
 		defer cancel()
 		defer resp.Body.Close()
-		return t.readJSON(ctx, resp.Body, m.ID)
+		return t.readJSON(ctx, resp.Body, resp.ContentLength, m.ID)
 	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent || resp.ContentLength == 0:
 		t.release(resp.Body, cancel)
 		return fmt.Errorf("server answered %d %s to a request, without a response", resp.StatusCode, http.StatusText(resp.StatusCode))
@@ -703,6 +773,41 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		t.release(resp.Body, cancel)
 		return fmt.Errorf("server answered with content type %q; want application/json or text/event-stream", mt)
 	}
+}
+
+// postHeader returns the header of a POST: ours and the configured ones,
+// the session's, the client's headers of client that forward_headers
+// names, and ctx's trace context. Most POSTs of a session have the same
+// one, without forwarded headers or a trace context: it is made once per
+// session and protocol version and shared by them, read-only, when
+// requests go straight to the transport (do), which only reads it; an
+// http.Client may add to a request's header (its cookie jar's cookies).
+func (t *httpTransport) postHeader(ctx context.Context, sid, version string, client http.Header) http.Header {
+	shareable := t.hc == defaultHTTPClient && t.url != nil && t.url.User == nil &&
+		!t.forwardsAny(client) && !telemetry.Injects(ctx)
+	if !shareable {
+		h := t.postBase(sid, version)
+		t.forwardHeaders(h, client)
+		injectTraceContext(ctx, h)
+		return h
+	}
+	if sh := t.shared.Load(); sh != nil && sh.sid == sid && sh.version == version {
+		return sh.h
+	}
+	sh := &sharedHeader{sid: sid, version: version, h: t.postBase(sid, version)}
+	t.shared.Store(sh)
+	return sh.h
+}
+
+// postBase is a POST's header without forwarded headers and trace
+// context: not even a configured one (injectTraceContext would replace it).
+func (p *peer) postBase(sid, version string) http.Header {
+	h := p.header(sid, version)
+	h["Content-Type"] = contentTypeJSON
+	h["Accept"] = acceptJSONOrStream
+	delete(h, "Traceparent")
+	delete(h, "Tracestate")
+	return h
 }
 
 // abortErr returns the error of an exchange that failed: ctx's own error
@@ -756,10 +861,18 @@ func (t *httpTransport) expire(sid string) {
 	t.logger.Info("upstream session expired")
 }
 
-// readJSON reads a JSON answer: one message, or a batch from a 2025-03-26
-// server.
-func (t *httpTransport) readJSON(ctx context.Context, body io.Reader, id jsonrpc.ID) error {
-	data, err := io.ReadAll(io.LimitReader(body, t.max+1))
+// readJSON reads a JSON answer of length bytes (-1: unknown): one
+// message, or a batch from a 2025-03-26 server.
+func (t *httpTransport) readJSON(ctx context.Context, body io.Reader, length int64, id jsonrpc.ID) error {
+	var data []byte
+	var err error
+	if length >= 0 && length <= t.max {
+		// The usual answer: read into a buffer of its size, at once.
+		data = make([]byte, length)
+		_, err = io.ReadFull(body, data)
+	} else {
+		data, err = io.ReadAll(io.LimitReader(body, t.max+1))
+	}
 	if err != nil {
 		return t.abortErr(ctx, err)
 	}

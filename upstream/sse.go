@@ -219,7 +219,7 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	t.forwardHeaders(req, h)
+	t.forwardHeaders(req.Header, h)
 	injectTraceContext(ctx, req.Header)
 	resp, err := t.do(req)
 	if err != nil {

@@ -51,7 +51,7 @@ def rounds: map(select(.via == "direct" or .via == "mcpgw")) | group_by(.case)
    | if ($floor | length) == 0 then empty else
      "CPU per small call as a multiple of the floor's (\($floor | to_entries | map("\(.value | r(.)) µs at \(.key)") | join(", "))); the targets are 35 and 60 µs over a 24 µs floor, 1.46× (stdio) and 2.5× (HTTP). Beside each, the relay floor's, and mcpgw's as a multiple of it:",
      "",
-     (.[] | select(.via == "mcpgw" and (.case | test("^echo (stdio|http), [0-9]+ sessions$"))) | select($floor[.sessions | tostring] != null)
+     (.[] | select(.via == "mcpgw" and (.case | test("^echo (lean )?(stdio|http), [0-9]+ sessions$"))) | select($floor[.sessions | tostring] != null)
       | $floor[.sessions | tostring] as $f | $relay[.case] as $rl
       | "- \(.case): \(r(.watched.cpu_us_per_req)) µs, \(ratio(.watched.cpu_us_per_req; $f))"
         + (if $rl == null then "" else "; the relay floor \(r($rl)) µs, \(ratio($rl; $f)); mcpgw \(ratio(.watched.cpu_us_per_req; $rl)) the relay floor's" end))

@@ -51,7 +51,7 @@ echo "building into $bin" >&2
 # cgo, stripped): that is what runs in production, and without cgo it does
 # not map libc (about 1.7 MiB of RSS).
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
-go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver ./e2e/fixtures/floorserver ./e2e/fixtures/relayfloor
+go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver ./e2e/fixtures/floorserver ./e2e/fixtures/relayfloor ./e2e/fixtures/leanecho
 
 server_cpu=() load_cpu=()
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
@@ -147,9 +147,17 @@ start_http_server "$bin/relayfloor" -prefix mcp__demo__ -- "$bin/demo-server"
 rfs_pid=$srv_pid rfs_url=$srv_url
 start_http_server "$bin/relayfloor" -prefix mcp__demo__ -upstream "$http_url"
 rfh_pid=$srv_pid rfh_url=$srv_url
+# The lean upstreams: leanecho over stdio and the floor server over HTTP,
+# each a few µs per call. The demo server spends 100-200 µs per call on
+# the CPU it shares with mcpgw and slows mcpgw's own work there; in front
+# of a lean upstream, mcpgw's CPU per call is its own.
+start_gateway "  - {name: demo, transport: stdio, command: $bin/leanecho}"
+gwls_pid=$gw_pid gwls_url=$gw_url
+start_gateway "  - {name: demo, transport: http, url: $floor_url}"
+gwlh_pid=$gw_pid gwlh_url=$gw_url
 
 for round in $(seq 1 "$ROUNDS"); do
-  echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP (direct, mcpgw, the relay floor), 64 KiB" >&2
+  echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP (direct, mcpgw, the relay floor), echo over the lean upstreams, 64 KiB" >&2
   for s in $SESSIONS; do
     run "floor echo, $s sessions" floor -url "$floor_url" -sessions "$s" -tool echo -watch "$floor_pid"
     run "echo stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/demo-server"
@@ -158,12 +166,16 @@ for round in $(seq 1 "$ROUNDS"); do
     run "echo http, $s sessions" direct -url "$http_url" -sessions "$s" -tool echo -watch "$http_pid"
     run "echo http, $s sessions" mcpgw -url "$gwh_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwh_pid"
     run "echo http, $s sessions" relay -url "$rfh_url" -sessions "$s" -tool mcp__demo__echo -watch "$rfh_pid"
+    run "echo lean stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/leanecho"
+    run "echo lean stdio, $s sessions" mcpgw -url "$gwls_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwls_pid"
+    run "echo lean http, $s sessions" direct -url "$floor_url" -sessions "$s" -tool echo -watch "$floor_pid"
+    run "echo lean http, $s sessions" mcpgw -url "$gwlh_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwlh_pid"
   done
   run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
   run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gws_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gws_pid"
 done
 round=1
-for p in "$gws_pid" "$gwh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid"; do stop "$p"; done
+for p in "$gws_pid" "$gwh_pid" "$gwls_pid" "$gwlh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid"; do stop "$p"; done
 
 echo "tools/list of $TOOLS tools" >&2
 names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)

@@ -51,6 +51,7 @@ var allowed = map[string][]string{
 	"e2e/fixtures/relayserver":   {},
 	"e2e/fixtures/floorserver":   {}, // standard library only: it is the floor
 	"e2e/fixtures/relayfloor":    {}, // standard library only: the floor of a relay
+	"e2e/fixtures/leanecho":      {}, // standard library only: the bench's lean upstream
 
 	"internal/rawclient":      {},
 	"e2e/fixtures/taskserver": {},

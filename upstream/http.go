@@ -208,8 +208,9 @@ func (p *peer) bareRequest(ctx context.Context, method, target string, body []by
 		}
 		return req, nil
 	}
-	// method is one of net/http's constants. WithContext is the one way to set a request's context, and it
-	// copies: the template does not escape.
+	// method is one of net/http's constants. WithContext is the one way
+	// to set a request's context, and it copies: the template does not
+	// escape.
 	tmpl := http.Request{Method: method, URL: p.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: p.url.Host}
 	req := tmpl.WithContext(ctx)
 	if len(body) > 0 {
@@ -861,12 +862,18 @@ func (t *httpTransport) expire(sid string) {
 	t.logger.Info("upstream session expired")
 }
 
+// maxPresized bounds the buffer readJSON makes for an answer's declared
+// length before any of it came: a larger answer's buffer grows as its
+// bytes do, so that a server cannot have a large buffer made by its
+// header alone.
+const maxPresized = 1 << 20
+
 // readJSON reads a JSON answer of length bytes (-1: unknown): one
 // message, or a batch from a 2025-03-26 server.
 func (t *httpTransport) readJSON(ctx context.Context, body io.Reader, length int64, id jsonrpc.ID) error {
 	var data []byte
 	var err error
-	if length >= 0 && length <= t.max {
+	if length >= 0 && length <= min(t.max, maxPresized) {
 		// The usual answer: read into a buffer of its size, at once.
 		data = make([]byte, length)
 		_, err = io.ReadFull(body, data)

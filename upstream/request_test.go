@@ -6,11 +6,14 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
 // TestBareRequest: a request to the server's URL, made from the URL
@@ -141,5 +144,51 @@ func TestPostHeader(t *testing.T) {
 	defer other.stopLife()
 	if a, b := other.postHeader(bg, "s1", "2025-11-25", nil), other.postHeader(bg, "s1", "2025-11-25", nil); same(a, b) || !reflect.DeepEqual(a, base) {
 		t.Errorf("own client: shared %v, header %v", same(a, b), a)
+	}
+}
+
+// TestReadJSON: an answer is read into a buffer of its declared length,
+// up to maxPresized; a body shorter than declared is an error; a larger
+// declared length does not have its buffer made before the bytes come.
+func TestReadJSON(t *testing.T) {
+	answer := `{"jsonrpc":"2.0","id":7,"result":{}}`
+	tests := []struct {
+		name    string
+		max     int64 // max_response_body; 0: the default, 64 MiB
+		length  int64
+		body    string
+		wantErr string
+	}{
+		{"declared", 0, int64(len(answer)), answer, ""},
+		{"unknown", 0, -1, answer, ""},
+		{"shorter than declared", 0, int64(len(answer)) + 10, answer, "unexpected EOF"},
+		{"declared larger than the presized bound", 0, 32 << 20, answer, ""},
+		{"declared over the limit", 1024, 2048, answer + strings.Repeat(" ", 2048-len(answer)), "larger than the limit of 1024 bytes"},
+		{"over the limit, undeclared", 1024, -1, answer + strings.Repeat(" ", 2048), "larger than the limit of 1024 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := newHTTPTransport(config.Server{Name: "fake", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp"},
+				&ClientOptions{HTTPClient: defaultHTTPClient, MaxMessageBytes: tt.max}).(*httpTransport)
+			defer tr.stopLife()
+			var got []string
+			tr.recv = func(m *jsonrpc.Message, _ related) { got = append(got, string(m.ID.String())) }
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := tr.readJSON(context.Background(), strings.NewReader(tt.body), tt.length, jsonrpc.IntID(7))
+			runtime.ReadMemStats(&after)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("readJSON = %v; want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || len(got) != 1 {
+				t.Fatalf("readJSON = %v, answers %q", err, got)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+				t.Errorf("reading a %d-byte answer allocated %d bytes", len(tt.body), n)
+			}
+		})
 	}
 }

@@ -61,6 +61,11 @@ func runLoad(ctx context.Context, p plan, calls []callFunc, onStart, onEnd func(
 	var (
 		measureStart time.Time
 		cpu0         time.Duration
+		// begun is set once the measured period has begun: the workers
+		// count the requests they start after that, and not by the
+		// clock, so that what is counted is what the snapshots and
+		// measureStart frame, however late the timer fires.
+		begun atomic.Bool
 	)
 	begin := func() {
 		res.measured = true
@@ -69,6 +74,7 @@ func runLoad(ctx context.Context, p plan, calls []callFunc, onStart, onEnd func(
 			onStart()
 		}
 		measureStart = time.Now()
+		begun.Store(true)
 	}
 	if p.warmup <= 0 {
 		begin()
@@ -80,7 +86,7 @@ func runLoad(ctx context.Context, p plan, calls []callFunc, onStart, onEnd func(
 	for i, call := range calls {
 		w := &workers[i]
 		w.samples = make([]time.Duration, 0, sampleCap(p))
-		wg.Go(func() { w.run(ctx, callCtx, call, mStart, mEnd, p.maxRequests, &issued) })
+		wg.Go(func() { w.run(ctx, callCtx, call, &begun, mEnd, p.maxRequests, &issued) })
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -125,15 +131,14 @@ type worker struct {
 }
 
 // run sends requests back to back. Requests starting in the measured
-// period are counted; ctx ending (a signal) stops the run without counting
-// the request it cut short.
-func (w *worker) run(ctx, callCtx context.Context, call callFunc, mStart, mEnd time.Time, maxRequests int64, issued *atomic.Int64) {
+// period (once begun is set, until mEnd) are counted; ctx ending (a
+// signal) stops the run without counting the request it cut short.
+func (w *worker) run(ctx, callCtx context.Context, call callFunc, begun *atomic.Bool, mEnd time.Time, maxRequests int64, issued *atomic.Int64) {
 	for {
-		now := time.Now()
-		if callCtx.Err() != nil || !now.Before(mEnd) {
+		if callCtx.Err() != nil || !time.Now().Before(mEnd) {
 			return
 		}
-		measured := !now.Before(mStart)
+		measured := begun.Load()
 		if measured && maxRequests > 0 && issued.Add(1) > maxRequests {
 			return
 		}

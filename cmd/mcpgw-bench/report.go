@@ -84,7 +84,7 @@ func newLoadReport(mode, target string, c *config, res loadResult) *report {
 		Method:       c.method,
 		Payload:      c.payload,
 		Sessions:     c.sessions,
-		DurationS:    round3(res.elapsed.Seconds()),
+		DurationS:    round6(res.elapsed.Seconds()), // a -requests run may take under a millisecond
 		Requests:     res.ok,
 		Errors:       res.errors,
 		ErrorSamples: res.errorSamples,
@@ -151,7 +151,10 @@ func (r *report) writeText(b *strings.Builder) {
 		fmt.Fprintf(b, " payload=%d", r.Payload)
 	}
 	prec := 1
-	if r.DurationS < 1 {
+	switch {
+	case r.DurationS < 0.001:
+		prec = 6 // a run of a few fast -requests
+	case r.DurationS < 1:
 		prec = 3 // a short run, such as one cut short by -requests
 	}
 	fmt.Fprintf(b, " sessions=%d duration=%.*fs\n", r.Sessions, prec, r.DurationS)
@@ -203,6 +206,8 @@ func quoteIfSpaced(s string) string {
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 
 func us(d time.Duration) float64 { return round1(float64(d) / float64(time.Microsecond)) }
 

@@ -44,9 +44,10 @@
 // reused. Server-to-client requests are not answered; they are counted in a
 // note. Each POST is written and its answer read on the session's own
 // goroutine (internal/h1's client), so that no hand-off between the tool's
-// goroutines is inside the latency it reports. Over stdio, one reader goroutine reads the server's stdout lines
-// (of any length up to 64 MiB) and hands each response to the worker whose
-// id it carries; workers write to stdin under a mutex.
+// goroutines is inside the latency it reports. Over stdio, one reader
+// goroutine reads the server's stdout lines (of any length up to 64 MiB)
+// and hands each response to the worker whose id it carries; workers write
+// to stdin under a mutex.
 //
 // With -idle N the tool sends no requests: it opens N sessions, each with
 // its GET stream, 64 at a time, holds them for -duration, and reports how

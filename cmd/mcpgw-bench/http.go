@@ -110,7 +110,9 @@ func newTarget(ctx context.Context, c *config, conns, bufSize int) (*target, err
 	}, nil
 }
 
-func (t *target) close() { t.posts.CloseIdleConnections() } // and the fallback's, the client's
+// close closes the idle connections: the POSTs' and their fallback's,
+// which is the client's transport.
+func (t *target) close() { t.posts.CloseIdleConnections() }
 
 // checkLoopback refuses a URL whose host is not a loopback address or does
 // not resolve to loopback addresses only: the tool generates load, and only

@@ -385,6 +385,11 @@ func (s *Server) Servers() []upstream.Status {
 	return out
 }
 
+// CatalogVersion returns the merged catalog's version. A Change whose
+// Version is not above it tells of lists merged before: a session that
+// began at this version has seen them.
+func (s *Server) CatalogVersion() uint64 { return s.cat.Load().version }
+
 // Watch calls fn after a merged list changed, at most once per list every
 // ListChangedDebounce, until stop is called. fn must not block for long.
 func (s *Server) Watch(fn func(Change)) (stop func()) {

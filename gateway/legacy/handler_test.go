@@ -592,6 +592,59 @@ func TestListChanged(t *testing.T) {
 	}
 }
 
+// TestListChanged_NotNewsToALaterSession: a session that began after a
+// change was merged (while the core was still gathering changes) is not
+// told of it; one that began before is, and both are told of the next.
+func TestListChanged_NotNewsToALaterSession(t *testing.T) {
+	// A long gathering, so that the later session begins inside it; the
+	// test waits for events, not for the time.
+	e := newEnvCore(t, Options{}, gateway.Options{ListChangedDebounce: 2 * time.Second})
+	openStream := func(sid string) *sse.Reader {
+		t.Helper()
+		rd := newReader(e.do(e.request(http.MethodGet, sid, "")))
+		if ev, err := rd.Next(); err != nil || len(ev.Data) != 0 {
+			t.Fatalf("priming event: %+v, %v", ev, err)
+		}
+		waitFor(t, "the stream to attach", func() bool {
+			s := e.session(sid)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.standalone != nil && s.standalone.att != nil
+		})
+		return rd
+	}
+	earlier := e.initialize(V20251125)
+	rdEarlier := openStream(earlier)
+
+	e.mgr.Set(&upstreamtest.Server{Name: "b", Tools: []json.RawMessage{plainTool("new")}})
+	waitFor(t, "the change to be merged", func() bool { return e.core.CatalogVersion() > e.session(earlier).catalog })
+	later := e.initialize(V20251125)
+	rdLater := openStream(later)
+	if got := e.session(later).catalog; got != e.core.CatalogVersion() {
+		t.Fatalf("the later session began at catalog version %d, want %d", got, e.core.CatalogVersion())
+	}
+
+	if ev, err := rdEarlier.Next(); err != nil || decode(t, ev.Data).Method != "notifications/tools/list_changed" {
+		t.Fatalf("the earlier session: %+v, %v", ev, err)
+	}
+	// The later session's stream has only its priming event.
+	s := e.session(later)
+	s.mu.Lock()
+	n := len(s.standalone.events)
+	s.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d events on the later session's stream, want only its priming event", n)
+	}
+
+	// The next change is news to both.
+	e.mgr.Set(&upstreamtest.Server{Name: "c", Tools: []json.RawMessage{plainTool("newer")}})
+	for name, rd := range map[string]*sse.Reader{"earlier": rdEarlier, "later": rdLater} {
+		if ev, err := rd.Next(); err != nil || decode(t, ev.Data).Method != "notifications/tools/list_changed" {
+			t.Errorf("the %s session, the next change: %+v, %v", name, ev, err)
+		}
+	}
+}
+
 // TestBatch checks batches on a 2025-03-26 session.
 func TestBatch(t *testing.T) {
 	e := newEnv(t, Options{})

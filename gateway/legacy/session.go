@@ -46,6 +46,9 @@ type session struct {
 	clientName    string
 	clientVersion string
 	created       time.Time
+	// catalog is the core's catalog version when the session began: a
+	// list change merged by then is not news to it (listChanged).
+	catalog uint64
 
 	mu         sync.Mutex
 	lastActive time.Time
@@ -140,6 +143,7 @@ func (h *Handler) create(r *http.Request, version string, caps, info json.RawMes
 		caps:       caps,
 		info:       info,
 		created:    now,
+		catalog:    h.core.CatalogVersion(),
 		lastActive: now,
 		calls:      make(map[string]*call),
 		streams:    make(map[uint64]*stream),
@@ -309,11 +313,17 @@ func (h *Handler) sweep(now time.Time) {
 }
 
 // listChanged sends notifications/<list>/list_changed on the standalone
-// stream of every session that has one. It runs on the core's goroutine
-// and only appends to buffers.
+// stream of every session that has one, but for the sessions that began
+// once the change was merged: every list they get has it already (a
+// client that connects just after the gateway merged its servers' lists
+// would otherwise be told of a change it never saw). It runs on the
+// core's goroutine and only appends to buffers.
 func (h *Handler) listChanged(ch gateway.Change) {
 	msg := notificationMessage("notifications/"+ch.List+"/list_changed", nil)
 	for _, s := range h.snapshot() {
+		if ch.Version <= s.catalog {
+			continue
+		}
 		s.mu.Lock()
 		if st := s.standalone; st != nil && !s.ended {
 			h.appendLocked(st, msg)

@@ -356,35 +356,36 @@ func forwardable(names []string) []string {
 // client, a client's request headers, that the server's forward_headers
 // name and dst does not have yet: our own and the configured ones win.
 func (p *peer) forwardHeaders(dst, client http.Header) {
-	if len(p.forward) == 0 || len(client) == 0 {
-		return
-	}
-	fwd := make(http.Header)
-	for k, vs := range client {
-		// The edge's headers are canonical; a hand-made map may not be.
-		if ck := textproto.CanonicalMIMEHeaderKey(k); slices.Contains(p.forward, ck) {
-			fwd[ck] = append(fwd[ck], vs...)
-		}
-	}
-	for k, vs := range fwd {
-		if _, ours := dst[k]; !ours && len(vs) > 0 {
+	addMissing(dst, p.forwarded(client))
+}
+
+// addMissing copies into dst the headers of src that dst does not have.
+func addMissing(dst, src http.Header) {
+	for k, vs := range src {
+		if _, has := dst[k]; !has {
 			dst[k] = vs
 		}
 	}
 }
 
-// forwardsAny reports whether forwardHeaders would copy any of client's
-// headers.
-func (p *peer) forwardsAny(client http.Header) bool {
-	if len(p.forward) == 0 {
-		return false
+// forwarded returns the headers of client, a client's request headers,
+// that the server's forward_headers name, in canonical form, or nil when
+// there are none.
+func (p *peer) forwarded(client http.Header) http.Header {
+	if len(p.forward) == 0 || len(client) == 0 {
+		return nil
 	}
+	var fwd http.Header
 	for k, vs := range client {
-		if len(vs) > 0 && slices.Contains(p.forward, textproto.CanonicalMIMEHeaderKey(k)) {
-			return true
+		// The edge's headers are canonical; a hand-made map may not be.
+		if ck := textproto.CanonicalMIMEHeaderKey(k); len(vs) > 0 && slices.Contains(p.forward, ck) {
+			if fwd == nil {
+				fwd = make(http.Header)
+			}
+			fwd[ck] = append(fwd[ck], vs...)
 		}
 	}
-	return false
+	return fwd
 }
 
 // netError rewrites the *url.Error of a failed request so that it names the
@@ -784,11 +785,12 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 // requests go straight to the transport (do), which only reads it; an
 // http.Client may add to a request's header (its cookie jar's cookies).
 func (t *httpTransport) postHeader(ctx context.Context, sid, version string, client http.Header) http.Header {
+	fwd := t.forwarded(client)
 	shareable := t.hc == defaultHTTPClient && t.url != nil && t.url.User == nil &&
-		!t.forwardsAny(client) && !telemetry.Injects(ctx)
+		fwd == nil && !telemetry.Injects(ctx)
 	if !shareable {
 		h := t.postBase(sid, version)
-		t.forwardHeaders(h, client)
+		addMissing(h, fwd) // ours and the configured ones win
 		injectTraceContext(ctx, h)
 		return h
 	}

@@ -15,9 +15,10 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// parseRequest parses hdr, a request's header up to and with its empty
-// line (headerEnd's bytes), into the request that http.ReadRequest and
-// then net/http's server would give a handler: its Host taken out of the
+// parseRequestInto parses hdr, a request's header up to and with its
+// empty line (headerEnd's bytes), into r, which must be zero, as the
+// request that http.ReadRequest and then net/http's server would give a
+// handler: its Host taken out of the
 // header into r.Host, duplicate Content-Lengths merged, Pragma's no-cache
 // copied to Cache-Control, Close from the Connection header. Its Body,
 // context and RemoteAddr are the caller's to set.
@@ -34,19 +35,10 @@ import (
 // It costs one string for the whole header, which the target and the
 // values are cut from, one map and one slice of values; a name is cut
 // from the header as well when it is sent in canonical form, and a
-// common one is interned when it is not.
-func parseRequest(hdr []byte) (*http.Request, bool) {
-	r := new(http.Request)
-	if !parseRequestInto(hdr, r) {
-		return nil, false
-	}
-	return r, true
-}
-
-// parseRequestInto is parseRequest into r, which must be zero: the
-// server's connections parse into a template of their own, which answer
-// copies once it has the request's context (http.Request.WithContext
-// copies anyway, so the fast path allocates one Request, not two).
+// common one is interned when it is not. The server's connections parse
+// into a template of their own, which answer copies once it has the
+// request's context (http.Request.WithContext copies anyway, so the fast
+// path allocates one Request, not two).
 func parseRequestInto(hdr []byte, r *http.Request) bool {
 	// The request line: "POST " target " HTTP/1.1".
 	eol := bytes.IndexByte(hdr, '\n')

@@ -405,3 +405,12 @@ func BenchmarkParseResponse(b *testing.B) {
 		}
 	})
 }
+
+// parseRequest is parseRequestInto into a new request, for the tests.
+func parseRequest(hdr []byte) (*http.Request, bool) {
+	r := new(http.Request)
+	if !parseRequestInto(hdr, r) {
+		return nil, false
+	}
+	return r, true
+}

@@ -30,11 +30,11 @@ import (
 // one case the edge's handlers need it), the response's own chunking
 // buffer and its header copies, deadlines reset for each request whose
 // bytes are already in, and most of http.ReadRequest's allocations (its
-// own parser, parseRequest, takes only requests that net/http reads the
+// own parser, parseRequestInto, takes only requests that net/http reads the
 // same way). It keeps what a server needs: the timeouts of HTTP
 // (ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout), net/http's
 // checks of the request (http.ReadRequest's and its server's Host and
-// header checks; a request that fails any of them, or that parseRequest
+// header checks; a request that fails any of them, or that parseRequestInto
 // does not take, goes to net/http), a Date on every answer, the
 // Content-Length or chunked framing net/http would choose, unread bodies
 // drained up to 256 KiB or the connection closed, a handler's panic

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/mcpgw/mcpgw/internal/rawio"
 )
 
 // Defaults of a Transport's zero settings.
@@ -113,10 +115,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // try makes one exchange of req on a connection to addr (a new one when
 // fresh), which it returns with the response, or closed with the error.
 func (t *Transport) try(ctx context.Context, req *http.Request, addr string, fresh bool) (*http.Response, *conn, error) {
+	alone := exchanging.Add(1) == 1 && serving.Load() <= 1
+	defer exchanging.Add(-1)
 	c, err := t.conn(ctx, addr, fresh)
 	if err != nil {
 		return nil, nil, err
 	}
+	c.use(alone)
 	// Cancellation cuts the connection's reads and writes short; a
 	// connection it cut is never reused.
 	c.stop = context.AfterFunc(ctx, c.cut)
@@ -238,8 +243,7 @@ func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, e
 		}
 		return nil, err
 	}
-	c := &conn{nc: nc, addr: addr}
-	c.lr = limitedConn{nc: nc}
+	c := &conn{nc: nc, addr: addr, fd: rawio.Conn(nc)}
 	c.br = getReader(&c.lr)
 	return c, nil
 }
@@ -348,17 +352,36 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), "80")
 }
 
+// serving and exchanging count what the process's Servers and Transports
+// have in progress: the requests the servers' fast paths serve (from
+// reading one to writing its answer) and the transports' exchanges (from
+// taking a connection to reading the response's header).
+//
+// An exchange that starts alone, with no other exchange in progress and
+// at most the one request it serves, reads and writes its connection with
+// raw system calls (package rawio), to the end of its response. The
+// process was then likely idle before it (one client making one call at a
+// time), and package net's first system call after an idle spell wakes
+// the runtime's sysmon thread, which then runs every 20 µs until the
+// process is idle again: each time a context switch, on the CPU that the
+// gateway may share with its upstream. Under load sysmon is awake anyway,
+// and package net's calls are kept: made raw there too, beside the demo
+// server on the same CPU at 64 sessions, mcpgw's CPU per call rose by
+// about 15% (issue 10, BENCHMARKS.md).
+var serving, exchanging atomic.Int32
+
 // conn is one connection, used by one request at a time.
 type conn struct {
 	nc     net.Conn
+	fd     *rawio.FD // nc's descriptor, raw; nil when it has none
 	lr     limitedConn
+	w      io.Writer     // what the current request is written to: nc or fd
 	br     *bufio.Reader // nil while idle
 	addr   string
 	idleAt time.Time
 	stop   func() bool // ends the current request's AfterFunc
 	reused bool        // taken from the pool for the current request
 	wasCut atomic.Bool
-	peek   *peeker // alive's, made on its first look
 }
 
 // cut makes the connection's pending and next reads and writes fail at
@@ -369,6 +392,24 @@ func (c *conn) cut() {
 }
 
 func (c *conn) close() { c.nc.Close() }
+
+// use makes the current request's reads and writes raw (through fd, when
+// the connection has one) or package net's.
+func (c *conn) use(raw bool) {
+	c.lr.r, c.w = c.nc, c.nc
+	if raw && c.fd != nil {
+		c.lr.r, c.w = c.fd, c.fd
+	}
+}
+
+// alive reports whether an idle connection can carry a request: the server
+// has neither closed it nor sent anything on it (an idle connection has
+// nothing to read; its buffer was empty when it went idle). It peeks
+// without waiting, one raw system call, so that a server's idle timeout
+// does not fail the next request. A connection without a descriptor (one
+// a DialContext made) is taken to be alive: a request that finds it closed
+// is sent again when it may be (see RoundTrip).
+func (c *conn) alive() bool { return c.fd == nil || c.fd.Idle() }
 
 // done ends the current request on c: c goes back to the pool when reuse
 // holds and no cancellation cut it, else it is closed.
@@ -458,7 +499,7 @@ func (c *conn) writeRequest(req *http.Request) (err error) {
 		return fmt.Errorf("invalid host %q", host)
 	}
 	w := writers.Get().(*bufio.Writer)
-	w.Reset(c.nc)
+	w.Reset(c.w)
 	defer func() {
 		w.Reset(nil)
 		writers.Put(w)
@@ -524,10 +565,11 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// limitedConn reads from the connection, at most limit bytes while limit
-// is not negative.
+// limitedConn reads from the connection (r: its net.Conn or its raw
+// descriptor, as use chose), at most limit bytes while limit is not
+// negative.
 type limitedConn struct {
-	nc    net.Conn
+	r     io.Reader
 	limit int64
 }
 
@@ -546,7 +588,7 @@ var errNoAnswer = fmt.Errorf("server closed the connection before answering: %w"
 
 func (l *limitedConn) Read(p []byte) (int, error) {
 	if l.limit < 0 {
-		return l.nc.Read(p)
+		return l.r.Read(p)
 	}
 	if l.limit == 0 {
 		return 0, errHeaderTooLarge
@@ -554,7 +596,7 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 	if int64(len(p)) > l.limit {
 		p = p[:l.limit]
 	}
-	n, err := l.nc.Read(p)
+	n, err := l.r.Read(p)
 	l.limit -= int64(n)
 	return n, err
 }

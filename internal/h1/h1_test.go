@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/rawio"
 )
 
 // newTransport returns a Transport over a plain fallback, closed with t.
@@ -76,102 +78,129 @@ func readAll(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
+// ioModes runs f with each of the ways a connection is read and written:
+// raw (the exchange alone in the process) and package net's (another
+// exchange in progress, which ioModes stands for). Each run must end
+// every exchange it began.
+func ioModes(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	for _, m := range []struct {
+		name   string
+		others int32
+	}{{"raw", 0}, {"net", 1}} {
+		t.Run(m.name, func(t *testing.T) {
+			exchanging.Add(m.others)
+			defer exchanging.Add(-m.others)
+			f(t)
+			if n := exchanging.Load() - m.others; n != 0 {
+				t.Errorf("%d exchanges still counted in progress after the test", n)
+			}
+		})
+	}
+}
+
 func TestRoundTrip_ReusesConnection(t *testing.T) {
-	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		if r.Header.Get("X-Test") != "yes" || r.Header.Get("Content-Type") != "application/json" || r.ContentLength != int64(len(b)) || r.Host == "" {
-			http.Error(w, fmt.Sprintf("bad request: %v %q", r.Header, b), http.StatusBadRequest)
-			return
+	ioModes(t, func(t *testing.T) {
+		srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			if r.Header.Get("X-Test") != "yes" || r.Header.Get("Content-Type") != "application/json" || r.ContentLength != int64(len(b)) || r.Host == "" {
+				http.Error(w, fmt.Sprintf("bad request: %v %q", r.Header, b), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"echo":%s}`, b)
+		})
+		tr := newTransport(t)
+		for i := range 3 {
+			resp := post(t, tr, context.Background(), srv.URL+"/mcp?x=1", fmt.Sprintf(`{"n":%d}`, i))
+			if got, want := readAll(t, resp), fmt.Sprintf(`{"echo":{"n":%d}}`, i); resp.StatusCode != 200 || got != want {
+				t.Fatalf("request %d: %d %q, want 200 %q", i, resp.StatusCode, got, want)
+			}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"echo":%s}`, b)
+		if n := srv.accepted.Load(); n != 1 {
+			t.Errorf("server accepted %d connections for 3 requests in a row, want 1", n)
+		}
 	})
-	tr := newTransport(t)
-	for i := range 3 {
-		resp := post(t, tr, context.Background(), srv.URL+"/mcp?x=1", fmt.Sprintf(`{"n":%d}`, i))
-		if got, want := readAll(t, resp), fmt.Sprintf(`{"echo":{"n":%d}}`, i); resp.StatusCode != 200 || got != want {
-			t.Fatalf("request %d: %d %q, want 200 %q", i, resp.StatusCode, got, want)
-		}
-	}
-	if n := srv.accepted.Load(); n != 1 {
-		t.Errorf("server accepted %d connections for 3 requests in a row, want 1", n)
-	}
 }
 
 func TestRoundTrip_ChunkedStreamIsReadAsItComes(t *testing.T) {
-	next := make(chan struct{})
-	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/again" {
-			io.WriteString(w, "ok")
-			return
+	ioModes(t, func(t *testing.T) {
+		next := make(chan struct{})
+		srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/again" {
+				io.WriteString(w, "ok")
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 3 {
+				fmt.Fprintf(w, "data: %d\n\n", i)
+				w.(http.Flusher).Flush()
+				if i < 2 {
+					<-next
+				}
+			}
+		})
+		tr := newTransport(t)
+		resp := post(t, tr, context.Background(), srv.URL, `{}`)
+		if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+			t.Fatalf("TransferEncoding = %v, want chunked", resp.TransferEncoding)
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
+		br := bufio.NewReader(resp.Body)
 		for i := range 3 {
-			fmt.Fprintf(w, "data: %d\n\n", i)
-			w.(http.Flusher).Flush()
+			line, err := br.ReadString('\n')
+			if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+				t.Fatalf("event %d: %q, %v", i, line, err)
+			}
+			br.ReadString('\n') // the blank line
 			if i < 2 {
-				<-next
+				next <- struct{}{} // the server writes the next only now
 			}
 		}
+		if rest := readAll(t, &http.Response{Body: io.NopCloser(br)}); rest != "" {
+			t.Fatalf("after the events: %q", rest)
+		}
+		resp.Body.Close()
+		if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/again", `{}`)); got != "ok" {
+			t.Fatalf("next request: %q", got)
+		}
+		if n := srv.accepted.Load(); n != 1 {
+			t.Errorf("connections after a stream read to its end: %d, want 1 (reused)", n)
+		}
 	})
-	tr := newTransport(t)
-	resp := post(t, tr, context.Background(), srv.URL, `{}`)
-	if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
-		t.Fatalf("TransferEncoding = %v, want chunked", resp.TransferEncoding)
-	}
-	br := bufio.NewReader(resp.Body)
-	for i := range 3 {
-		line, err := br.ReadString('\n')
-		if err != nil || line != fmt.Sprintf("data: %d\n", i) {
-			t.Fatalf("event %d: %q, %v", i, line, err)
-		}
-		br.ReadString('\n') // the blank line
-		if i < 2 {
-			next <- struct{}{} // the server writes the next only now
-		}
-	}
-	if rest := readAll(t, &http.Response{Body: io.NopCloser(br)}); rest != "" {
-		t.Fatalf("after the events: %q", rest)
-	}
-	resp.Body.Close()
-	if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/again", `{}`)); got != "ok" {
-		t.Fatalf("next request: %q", got)
-	}
-	if n := srv.accepted.Load(); n != 1 {
-		t.Errorf("connections after a stream read to its end: %d, want 1 (reused)", n)
-	}
 }
 
 func TestRoundTrip_ClosingAnUnreadStreamClosesTheConnection(t *testing.T) {
-	ended := make(chan struct{})
-	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/plain" {
-			io.WriteString(w, "ok")
-			return
+	ioModes(t, func(t *testing.T) {
+		ended := make(chan struct{})
+		srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/plain" {
+				io.WriteString(w, "ok")
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: first\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // endless, until the client leaves
+			close(ended)
+		})
+		tr := newTransport(t)
+		resp := post(t, tr, context.Background(), srv.URL, `{}`)
+		buf := make([]byte, 64)
+		if n, err := resp.Body.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "data: first") {
+			t.Fatalf("first read: %q, %v", buf[:n], err)
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: first\n\n")
-		w.(http.Flusher).Flush()
-		<-r.Context().Done() // endless, until the client leaves
-		close(ended)
+		resp.Body.Close() // must not wait for the endless rest
+		<-ended
+		if _, err := resp.Body.Read(buf); err == nil {
+			t.Error("Read after Close succeeded")
+		}
+		if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/plain", `{}`)); got != "ok" {
+			t.Fatalf("next request: %q", got)
+		}
+		if n := srv.accepted.Load(); n != 2 {
+			t.Errorf("connections: %d, want 2 (the closed stream's is not reused)", n)
+		}
 	})
-	tr := newTransport(t)
-	resp := post(t, tr, context.Background(), srv.URL, `{}`)
-	buf := make([]byte, 64)
-	if n, err := resp.Body.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "data: first") {
-		t.Fatalf("first read: %q, %v", buf[:n], err)
-	}
-	resp.Body.Close() // must not wait for the endless rest
-	<-ended
-	if _, err := resp.Body.Read(buf); err == nil {
-		t.Error("Read after Close succeeded")
-	}
-	if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/plain", `{}`)); got != "ok" {
-		t.Fatalf("next request: %q", got)
-	}
-	if n := srv.accepted.Load(); n != 2 {
-		t.Errorf("connections: %d, want 2 (the closed stream's is not reused)", n)
-	}
 }
 
 func TestRoundTrip_CloseWhileAnotherGoroutineReads(t *testing.T) {
@@ -193,58 +222,60 @@ func TestRoundTrip_CloseWhileAnotherGoroutineReads(t *testing.T) {
 }
 
 func TestRoundTrip_Cancel(t *testing.T) {
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/slow":
-			select {
-			case <-release:
-			case <-r.Context().Done():
+	ioModes(t, func(t *testing.T) {
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/slow":
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			case "/stream":
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			default:
+				io.WriteString(w, "ok")
 			}
-		case "/stream":
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		default:
-			io.WriteString(w, "ok")
-		}
-	})
-	tr := newTransport(t)
+		})
+		tr := newTransport(t)
 
-	t.Run("waiting for the answer", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/slow", strings.NewReader("{}"))
-		errc := make(chan error, 1)
-		go func() {
-			resp, err := tr.RoundTrip(req)
-			if err == nil {
-				resp.Body.Close()
+		t.Run("waiting for the answer", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/slow", strings.NewReader("{}"))
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			cancel()
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("RoundTrip after cancel: %v, want context.Canceled", err)
 			}
-			errc <- err
-		}()
-		cancel()
-		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Fatalf("RoundTrip after cancel: %v, want context.Canceled", err)
-		}
-	})
-	t.Run("reading the body", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		resp := post(t, tr, ctx, srv.URL+"/stream", `{}`)
-		defer resp.Body.Close()
-		errc := make(chan error, 1)
-		go func() {
-			_, err := io.ReadAll(resp.Body)
-			errc <- err
-		}()
-		cancel()
-		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Read after cancel: %v, want context.Canceled", err)
-		}
-	})
-	t.Run("the next request works", func(t *testing.T) {
-		if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/plain", `{}`)); got != "ok" {
-			t.Fatalf("next request: %q", got)
-		}
+		})
+		t.Run("reading the body", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			resp := post(t, tr, ctx, srv.URL+"/stream", `{}`)
+			defer resp.Body.Close()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := io.ReadAll(resp.Body)
+				errc <- err
+			}()
+			cancel()
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Read after cancel: %v, want context.Canceled", err)
+			}
+		})
+		t.Run("the next request works", func(t *testing.T) {
+			if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/plain", `{}`)); got != "ok" {
+				t.Fatalf("next request: %q", got)
+			}
+		})
 	})
 }
 
@@ -296,60 +327,64 @@ func readRequest(br *bufio.Reader) (*http.Request, []byte, error) {
 }
 
 func TestRoundTrip_ServerClosedTheIdleConnection(t *testing.T) {
-	closed := make(chan struct{}, 3)
-	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
-		if _, _, err := readRequest(br); err != nil {
-			return
+	ioModes(t, func(t *testing.T) {
+		closed := make(chan struct{}, 3)
+		srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+			if _, _, err := readRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			// and closes the connection, without saying so, as a server's
+			// idle timeout does
+			c.Close()
+			closed <- struct{}{}
+		})
+		tr := newTransport(t)
+		for i := range 3 {
+			if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
+				t.Fatalf("request %d: %q", i, got)
+			}
+			// The close must come while the connection is idle, as an idle
+			// timeout's does. Were the next POST written first, the server
+			// would close under a request in flight, which a POST cannot
+			// survive (it is not retried: it may have been acted on).
+			<-closed
 		}
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		// and closes the connection, without saying so, as a server's
-		// idle timeout does
-		c.Close()
-		closed <- struct{}{}
+		if n := srv.accepted.Load(); n != 3 {
+			t.Errorf("connections: %d, want 3", n)
+		}
 	})
-	tr := newTransport(t)
-	for i := range 3 {
-		if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
-			t.Fatalf("request %d: %q", i, got)
-		}
-		// The close must come while the connection is idle, as an idle
-		// timeout's does. Were the next POST written first, the server
-		// would close under a request in flight, which a POST cannot
-		// survive (it is not retried: it may have been acted on).
-		<-closed
-	}
-	if n := srv.accepted.Load(); n != 3 {
-		t.Errorf("connections: %d, want 3", n)
-	}
 }
 
 // TestRoundTrip_ServerClosedAReusedIdleConnection: a connection that was
 // taken from the pool before (its first look found it alive) and is
 // closed while idle is found closed by the next look too.
 func TestRoundTrip_ServerClosedAReusedIdleConnection(t *testing.T) {
-	closed := make(chan struct{}, 2)
-	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
-		for range 2 {
-			if _, _, err := readRequest(br); err != nil {
-				return
+	ioModes(t, func(t *testing.T) {
+		closed := make(chan struct{}, 2)
+		srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+			for range 2 {
+				if _, _, err := readRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			c.Close() // two answers, then an idle timeout
+			closed <- struct{}{}
+		})
+		tr := newTransport(t)
+		for i := range 4 {
+			if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
+				t.Fatalf("request %d: %q", i, got)
+			}
+			if i%2 == 1 {
+				<-closed
+			}
 		}
-		c.Close() // two answers, then an idle timeout
-		closed <- struct{}{}
+		if n := srv.accepted.Load(); n != 2 {
+			t.Errorf("connections: %d, want 2", n)
+		}
 	})
-	tr := newTransport(t)
-	for i := range 4 {
-		if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
-			t.Fatalf("request %d: %q", i, got)
-		}
-		if i%2 == 1 {
-			<-closed
-		}
-	}
-	if n := srv.accepted.Load(); n != 2 {
-		t.Errorf("connections: %d, want 2", n)
-	}
 }
 
 func TestRoundTrip_ConnectionClose(t *testing.T) {
@@ -367,50 +402,52 @@ func TestRoundTrip_ConnectionClose(t *testing.T) {
 }
 
 func TestRoundTrip_RawAnswers(t *testing.T) {
-	tests := []struct {
-		name    string
-		answer  string
-		max     int
-		want    string // body, when no error
-		wantErr string
-	}{
-		{name: "informational first", answer: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", want: "ok"},
-		{name: "close-delimited body", answer: "HTTP/1.1 200 OK\r\n\r\nuntil the end", want: "until the end"},
-		{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", want: "ok"},
-		{name: "header too large", answer: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 10000) + "\r\n\r\n", max: 1000, wantErr: "larger than 1000 bytes"},
-		{name: "no answer", answer: "", wantErr: "closed the connection before answering"},
-		{name: "not HTTP", answer: "SSH-2.0-OpenSSH\r\n", wantErr: "malformed HTTP"},
-		{name: "switching protocols", answer: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", wantErr: "switched protocols"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
-				if _, _, err := readRequest(br); err == nil {
-					io.WriteString(c, tt.answer)
+	ioModes(t, func(t *testing.T) {
+		tests := []struct {
+			name    string
+			answer  string
+			max     int
+			want    string // body, when no error
+			wantErr string
+		}{
+			{name: "informational first", answer: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", want: "ok"},
+			{name: "close-delimited body", answer: "HTTP/1.1 200 OK\r\n\r\nuntil the end", want: "until the end"},
+			{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", want: "ok"},
+			{name: "header too large", answer: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 10000) + "\r\n\r\n", max: 1000, wantErr: "larger than 1000 bytes"},
+			{name: "no answer", answer: "", wantErr: "closed the connection before answering"},
+			{name: "not HTTP", answer: "SSH-2.0-OpenSSH\r\n", wantErr: "malformed HTTP"},
+			{name: "switching protocols", answer: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", wantErr: "switched protocols"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+					if _, _, err := readRequest(br); err == nil {
+						io.WriteString(c, tt.answer)
+					}
+				})
+				tr := newTransport(t)
+				tr.MaxHeaderBytes = tt.max
+				req, _ := http.NewRequest(http.MethodPost, srv.url(), strings.NewReader("{}"))
+				resp, err := tr.RoundTrip(req)
+				if tt.wantErr != "" {
+					if err == nil {
+						resp.Body.Close()
+						t.Fatalf("no error, want %q", tt.wantErr)
+					}
+					if !strings.Contains(err.Error(), tt.wantErr) {
+						t.Fatalf("error %q, want it to say %q", err, tt.wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := readAll(t, resp); got != tt.want {
+					t.Fatalf("body %q, want %q", got, tt.want)
 				}
 			})
-			tr := newTransport(t)
-			tr.MaxHeaderBytes = tt.max
-			req, _ := http.NewRequest(http.MethodPost, srv.url(), strings.NewReader("{}"))
-			resp, err := tr.RoundTrip(req)
-			if tt.wantErr != "" {
-				if err == nil {
-					resp.Body.Close()
-					t.Fatalf("no error, want %q", tt.wantErr)
-				}
-				if !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %q, want it to say %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := readAll(t, resp); got != tt.want {
-				t.Fatalf("body %q, want %q", got, tt.want)
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestRoundTrip_WritesTheRequest(t *testing.T) {
@@ -711,63 +748,65 @@ func FuzzRoundTrip_Response(f *testing.F) {
 // goes again on a new connection; a POST gets the error, as from
 // net/http, since the server may have had it.
 func TestRoundTrip_StaleIdleConnection(t *testing.T) {
-	for _, tt := range []struct {
-		method    string
-		wantErr   bool
-		wantDials int32
-	}{
-		{method: http.MethodGet, wantDials: 2},
-		{method: http.MethodPost, wantErr: true, wantDials: 1},
-	} {
-		t.Run(tt.method, func(t *testing.T) {
-			var dials atomic.Int32
-			var wg sync.WaitGroup
-			t.Cleanup(wg.Wait)
-			tr := newTransport(t)
-			// In-memory connections: the pool cannot peek at them, so
-			// the closed one is taken as alive.
-			tr.DialContext = func(context.Context, string, string) (net.Conn, error) {
-				dials.Add(1)
-				client, server := net.Pipe()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer server.Close()
-					if _, _, err := readRequest(bufio.NewReader(server)); err == nil {
-						io.WriteString(server, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-					}
-					// one answer, then the connection is closed
-				}()
-				return client, nil
-			}
-			first, _ := http.NewRequest(http.MethodGet, "http://stale.invalid/mcp", nil)
-			resp, err := tr.RoundTrip(first)
-			if err != nil {
-				t.Fatal(err)
-			}
-			readAll(t, resp) // back to the pool, where the server closes it
-			var body io.Reader
-			if tt.method == http.MethodPost {
-				body = strings.NewReader("{}")
-			}
-			req, _ := http.NewRequest(tt.method, "http://stale.invalid/mcp", body)
-			resp, err = tr.RoundTrip(req)
-			switch {
-			case tt.wantErr && err == nil:
-				resp.Body.Close()
-				t.Fatal("no error for a POST on a closed connection")
-			case !tt.wantErr && err != nil:
-				t.Fatalf("GET on a closed idle connection: %v, want it sent again", err)
-			case !tt.wantErr:
-				if got := readAll(t, resp); got != "ok" {
-					t.Fatalf("body %q", got)
+	ioModes(t, func(t *testing.T) {
+		for _, tt := range []struct {
+			method    string
+			wantErr   bool
+			wantDials int32
+		}{
+			{method: http.MethodGet, wantDials: 2},
+			{method: http.MethodPost, wantErr: true, wantDials: 1},
+		} {
+			t.Run(tt.method, func(t *testing.T) {
+				var dials atomic.Int32
+				var wg sync.WaitGroup
+				t.Cleanup(wg.Wait)
+				tr := newTransport(t)
+				// In-memory connections: the pool cannot peek at them, so
+				// the closed one is taken as alive.
+				tr.DialContext = func(context.Context, string, string) (net.Conn, error) {
+					dials.Add(1)
+					client, server := net.Pipe()
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						defer server.Close()
+						if _, _, err := readRequest(bufio.NewReader(server)); err == nil {
+							io.WriteString(server, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						}
+						// one answer, then the connection is closed
+					}()
+					return client, nil
 				}
-			}
-			if n := dials.Load(); n != tt.wantDials {
-				t.Errorf("connections dialed: %d, want %d", n, tt.wantDials)
-			}
-		})
-	}
+				first, _ := http.NewRequest(http.MethodGet, "http://stale.invalid/mcp", nil)
+				resp, err := tr.RoundTrip(first)
+				if err != nil {
+					t.Fatal(err)
+				}
+				readAll(t, resp) // back to the pool, where the server closes it
+				var body io.Reader
+				if tt.method == http.MethodPost {
+					body = strings.NewReader("{}")
+				}
+				req, _ := http.NewRequest(tt.method, "http://stale.invalid/mcp", body)
+				resp, err = tr.RoundTrip(req)
+				switch {
+				case tt.wantErr && err == nil:
+					resp.Body.Close()
+					t.Fatal("no error for a POST on a closed connection")
+				case !tt.wantErr && err != nil:
+					t.Fatalf("GET on a closed idle connection: %v, want it sent again", err)
+				case !tt.wantErr:
+					if got := readAll(t, resp); got != "ok" {
+						t.Fatalf("body %q", got)
+					}
+				}
+				if n := dials.Load(); n != tt.wantDials {
+					t.Errorf("connections dialed: %d, want %d", n, tt.wantDials)
+				}
+			})
+		}
+	})
 }
 
 func TestBody_ReadAfterEnd(t *testing.T) {
@@ -808,4 +847,140 @@ func TestBody_Ended(t *testing.T) {
 			resp.Body.Close()
 		})
 	}
+}
+
+// TestRoundTrip_RawWhenAlone checks which way each exchange reads and
+// writes its connection: raw when it is the only one in progress and the
+// process's servers serve at most the request it is made for, package
+// net's otherwise (see exchanging).
+func TestRoundTrip_RawWhenAlone(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	waiting, unwait := make(chan struct{}), make(chan struct{})
+	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})
+	tr := newTransport(t)
+	addr := srv.Listener.Addr().String()
+	// exchange posts to path and reports whether the exchange was raw,
+	// from the connection it left in the pool (the last one put back).
+	exchange := func(path string) (raw bool, err error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(`{}`))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return false, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "ok" {
+			return false, fmt.Errorf("answer %q, %v", b, err)
+		}
+		return lastRaw(tr, addr)
+	}
+	// An h1 Server whose handler makes an exchange, as mcpgw's edge does
+	// for a call to an HTTP upstream, and answers "raw" or "net"; on
+	// /wait it waits for release instead.
+	_, relay := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			waiting <- struct{}{}
+			<-unwait
+			return
+		}
+		raw, err := exchange("/a")
+		switch {
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		case raw:
+			io.WriteString(w, "raw")
+		default:
+			io.WriteString(w, "net")
+		}
+	}))
+	relayed := func(t *testing.T) string {
+		t.Helper()
+		return readAll(t, post(t, http.DefaultTransport, context.Background(), "http://"+relay+"/", `{}`))
+	}
+	// hold runs start, a request that waits (srv's /hold until release,
+	// or the relay's /wait until unwait), from a goroutine of its own,
+	// and returns a channel closed when it is over.
+	hold := func(start func()) chan error {
+		done := make(chan error, 1)
+		go func() {
+			defer close(done)
+			start()
+		}()
+		return done
+	}
+
+	t.Run("alone", func(t *testing.T) {
+		if raw, err := exchange("/a"); err != nil || !raw {
+			t.Fatalf("raw = %v, %v; want raw", raw, err)
+		}
+	})
+	t.Run("serving the one request it is made for", func(t *testing.T) {
+		if got := relayed(t); got != "raw" {
+			t.Fatalf("the relay's exchange was %q, want raw", got)
+		}
+	})
+	t.Run("beside another exchange", func(t *testing.T) {
+		var heldRaw bool
+		var heldErr error
+		done := hold(func() { heldRaw, heldErr = exchange("/hold") })
+		<-entered // the held exchange waits for its answer's header
+		raw, err := exchange("/b")
+		close(release)
+		<-done
+		if err != nil || raw {
+			t.Errorf("raw = %v, %v; want package net's", raw, err)
+		}
+		if heldErr != nil || !heldRaw {
+			t.Errorf("the held exchange, which began alone: raw = %v, %v; want raw", heldRaw, heldErr)
+		}
+	})
+	t.Run("while the server serves another request", func(t *testing.T) {
+		done := hold(func() {
+			resp, err := http.Post("http://"+relay+"/wait", "application/json", strings.NewReader(`{}`))
+			if err == nil {
+				resp.Body.Close()
+			}
+		})
+		<-waiting
+		got := relayed(t)
+		close(unwait)
+		<-done
+		if got != "net" {
+			t.Fatalf("the relay's exchange was %q, want net", got)
+		}
+	})
+	t.Run("alone again", func(t *testing.T) {
+		if raw, err := exchange("/c"); err != nil || !raw {
+			t.Fatalf("raw = %v, %v; want raw", raw, err)
+		}
+		if n := exchanging.Load(); n != 0 {
+			t.Errorf("%d exchanges counted in progress after all ended", n)
+		}
+		if n := serving.Load(); n != 0 {
+			t.Errorf("%d requests counted served after all were answered", n)
+		}
+	})
+}
+
+// lastRaw reports whether the connection to addr last put back in tr's
+// pool was read and written raw.
+func lastRaw(tr *Transport, addr string) (bool, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	cs := tr.idle[addr]
+	if len(cs) == 0 {
+		return false, errors.New("no connection went back to the pool")
+	}
+	c := cs[len(cs)-1]
+	if c.fd == nil {
+		return false, errors.New("the connection has no raw descriptor")
+	}
+	_, raw := c.w.(*rawio.FD)
+	return raw, nil
 }

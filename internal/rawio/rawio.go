@@ -1,6 +1,7 @@
 // Package rawio reads and writes the gateway's busiest descriptors (the
-// MCP endpoint's client connections on its fast path and the pipes of
-// stdio upstreams) with raw system calls, the runtime's poller still doing
+// MCP endpoint's client connections on its fast path, the pipes of stdio
+// upstreams, and the connections to HTTP upstreams when the process is
+// otherwise idle) with raw system calls, the runtime's poller still doing
 // the waiting.
 //
 // Why: package syscall's Read and Write tell the Go scheduler that a
@@ -16,11 +17,12 @@
 // about a fifth less of mcpgw's CPU per relayed call over stdio at one
 // session, and about a tenth less at 64 sessions.
 //
-// The connections to HTTP upstreams keep package net's Read and Write.
-// Made raw too, every system call of a call was raw; with an HTTP upstream
-// sharing the gateway's CPU at 64 sessions, the two then preempted each
-// other about twice as often (the upstream's involuntary context switches
-// per call 0.5 -> 0.9), and mcpgw's CPU per call rose by about 15%.
+// The connections to HTTP upstreams (internal/h1's client) are raw only
+// for an exchange that is the only one in progress, which is when sysmon
+// sleeps. Made raw under load too, with an HTTP upstream sharing the
+// gateway's CPU at 64 sessions, the two preempted each other about twice
+// as often (the upstream's involuntary context switches per call 0.5 ->
+// 0.9), and mcpgw's CPU per call rose by about 15%.
 //
 // Only descriptors in nonblocking mode are taken (Conn and File check), so
 // a raw call cannot hold a thread. Errors are wrapped as the standard
@@ -29,9 +31,9 @@
 // and Close work as for the wrapped connection or file: the waiting is its
 // poller's.
 //
-// It is its own package because the edge's HTTP server (internal/h1) and
-// the stdio transport (upstream) use it, and a leaf under internal/ is what
-// each may import.
+// It is its own package because internal/h1 (the edge's HTTP server and
+// the upstreams' client) and the stdio transport (upstream) use it, and a
+// leaf under internal/ is what each may import.
 package rawio
 
 import (
@@ -56,6 +58,8 @@ type FD struct {
 	r      ioState
 	w      ioState
 	readFn func(fd uintptr) bool
+	peekFn func(fd uintptr) bool // Idle's
+	peeked byte                  // Idle's buffer, under Read's turn
 	allFn  func(fd uintptr) bool // Write's
 	onceFn func(fd uintptr) bool // TryWrite's
 	vecFn  func(fd uintptr) bool // Writev's
@@ -110,6 +114,7 @@ func open(sc syscall.Conn, wrap func(string, error) error) *FD {
 	}
 	f := &FD{rc: rc, wrap: wrap}
 	f.readFn, f.allFn, f.onceFn, f.vecFn = f.readOnce, f.writeAll, f.writeOnce, f.writevAll
+	f.peekFn = f.peekOnce
 	return f
 }
 
@@ -151,6 +156,32 @@ func (f *FD) readOnce(fd uintptr) bool {
 		}
 		f.r.err = errno
 		return true
+	}
+}
+
+// Idle reports whether a connection has nothing to read and has not
+// ended, with one peek that takes nothing and does not wait: the look a
+// pool takes at an idle connection before it carries a request again (a
+// server that closed it, or sent something unasked, makes it unfit). It
+// is false on any error, and for a descriptor that is not a socket. It
+// takes Read's turn: not while a Read runs.
+func (f *FD) Idle() bool {
+	f.r = ioState{}
+	err := f.rc.Read(f.peekFn)
+	s := f.r
+	f.r = ioState{}
+	return err == nil && s.err == syscall.EAGAIN
+}
+
+// peekOnce is Idle's function for RawConn.Read: one peek, again on EINTR,
+// done whatever it gave.
+func (f *FD) peekOnce(fd uintptr) bool {
+	for {
+		n, errno := peek(fd, &f.peeked)
+		if errno != syscall.EINTR {
+			f.r.n, f.r.err = n, errno
+			return true
+		}
 	}
 }
 

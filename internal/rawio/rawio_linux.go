@@ -35,6 +35,13 @@ func writev(fd uintptr, iov *[2]iovec, a, b []byte) (int, syscall.Errno) {
 	return int(n), 0
 }
 
+// peek is recv(2) of one byte with MSG_PEEK|MSG_DONTWAIT: it takes nothing
+// and never waits.
+func peek(fd uintptr, b *byte) (int, syscall.Errno) {
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(b)), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return int(n), errno
+}
+
 // isNonblocking reports whether fd has O_NONBLOCK set.
 func isNonblocking(fd uintptr) bool {
 	flags, _, errno := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)

@@ -13,6 +13,7 @@ func write(fd uintptr, p []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS
 func writev(fd uintptr, iov *[2]iovec, a, b []byte) (int, syscall.Errno) {
 	return 0, syscall.ENOSYS
 }
-func isNonblocking(fd uintptr) bool { return false }
+func peek(fd uintptr, b *byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
+func isNonblocking(fd uintptr) bool                 { return false }
 
 type iovec struct{}

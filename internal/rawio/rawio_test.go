@@ -199,16 +199,17 @@ func TestFD_AllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's bookkeeping allocates")
 	}
-	p := pipePair(t)
+	p, c := pipePair(t), tcpPair(t)
 	msg := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")
 	buf := make([]byte, 256)
 	allocs := testing.AllocsPerRun(100, func() {
 		p.wfd.Write(msg)
 		p.wfd.TryWrite(msg)
 		p.rfd.Read(buf)
+		c.rfd.Idle()
 	})
 	if allocs != 0 {
-		t.Fatalf("%v allocations per write and read, want 0", allocs)
+		t.Fatalf("%v allocations per write, read and look, want 0", allocs)
 	}
 }
 
@@ -282,5 +283,59 @@ func TestFD_Writev(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestFD_Idle(t *testing.T) {
+	skipOff(t)
+	tests := []struct {
+		name string
+		// do acts on the peer's end w (and the FD's own end r) before
+		// the look.
+		do   func(t *testing.T, w, r net.Conn)
+		want bool
+		kept string // what the FD reads after the look, which took nothing
+	}{
+		{"nothing sent", func(*testing.T, net.Conn, net.Conn) {}, true, ""},
+		{"a byte waits", func(t *testing.T, w, _ net.Conn) { send(t, w, "x") }, false, "x"},
+		{"the peer closed", func(t *testing.T, w, _ net.Conn) { w.Close() }, false, ""},
+		{"sent and read", func(t *testing.T, w, r net.Conn) {
+			send(t, w, "abc")
+			if _, err := io.ReadFull(r, make([]byte, 3)); err != nil {
+				t.Fatal(err)
+			}
+		}, true, ""},
+		{"closed here", func(t *testing.T, _, r net.Conn) { r.Close() }, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tcpPair(t)
+			r, w := p.r.(net.Conn), p.w.(net.Conn)
+			tt.do(t, w, r)
+			// What the peer did takes a moment to arrive; the look
+			// that matters is the one after it has.
+			time.Sleep(20 * time.Millisecond)
+			if got := p.rfd.Idle(); got != tt.want {
+				t.Fatalf("Idle() = %v, want %v", got, tt.want)
+			}
+			if tt.kept != "" {
+				buf := make([]byte, 16)
+				if n, err := p.rfd.Read(buf); string(buf[:n]) != tt.kept {
+					t.Fatalf("after Idle, Read = %q, %v; want %q", buf[:n], err, tt.kept)
+				}
+			}
+		})
+	}
+	t.Run("pipe", func(t *testing.T) {
+		if pipePair(t).rfd.Idle() {
+			t.Fatal("Idle() = true for a pipe, which cannot be peeked")
+		}
+	})
+}
+
+func send(t *testing.T, w io.Writer, s string) {
+	t.Helper()
+	if _, err := io.WriteString(w, s); err != nil {
+		t.Fatal(err)
 	}
 }

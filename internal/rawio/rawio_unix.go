@@ -4,6 +4,7 @@ package rawio
 
 import (
 	"syscall"
+	"unsafe"
 )
 
 // On other Unix systems than Linux the calls go through package syscall,
@@ -29,6 +30,11 @@ func writev(fd uintptr, iov *[2]iovec, a, b []byte) (int, syscall.Errno) {
 		return write(fd, a)
 	}
 	return write(fd, b)
+}
+
+func peek(fd uintptr, b *byte) (int, syscall.Errno) {
+	n, _, err := syscall.Recvfrom(int(fd), unsafe.Slice(b, 1), syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return max(n, 0), errno(err)
 }
 
 func isNonblocking(fd uintptr) bool {

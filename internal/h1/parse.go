@@ -18,10 +18,10 @@ import (
 // parseRequestInto parses hdr, a request's header up to and with its
 // empty line (headerEnd's bytes), into r, which must be zero, as the
 // request that http.ReadRequest and then net/http's server would give a
-// handler: its Host taken out of the
-// header into r.Host, duplicate Content-Lengths merged, Pragma's no-cache
-// copied to Cache-Control, Close from the Connection header. Its Body,
-// context and RemoteAddr are the caller's to set.
+// handler: its Host taken out of the header into r.Host, duplicate
+// Content-Lengths merged, Pragma's no-cache copied to Cache-Control,
+// Close from the Connection header. Its Body, context and RemoteAddr are
+// the caller's to set.
 //
 // It takes only the requests the fast path serves, the ones that MCP
 // clients send: a POST over HTTP/1.1 to an origin-form target, one valid

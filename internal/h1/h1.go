@@ -115,13 +115,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // try makes one exchange of req on a connection to addr (a new one when
 // fresh), which it returns with the response, or closed with the error.
 func (t *Transport) try(ctx context.Context, req *http.Request, addr string, fresh bool) (*http.Response, *conn, error) {
-	alone := exchanging.Add(1) == 1 && serving.Load() <= 1
-	defer exchanging.Add(-1)
 	c, err := t.conn(ctx, addr, fresh)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.use(alone)
 	// Cancellation cuts the connection's reads and writes short; a
 	// connection it cut is never reused.
 	c.stop = context.AfterFunc(ctx, c.cut)
@@ -243,7 +240,7 @@ func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, e
 		}
 		return nil, err
 	}
-	c := &conn{nc: nc, addr: addr, fd: rawio.Conn(nc)}
+	c := newConn(nc, addr)
 	c.br = getReader(&c.lr)
 	return c, nil
 }
@@ -352,30 +349,12 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), "80")
 }
 
-// serving and exchanging count what the process's Servers and Transports
-// have in progress: the requests the servers' fast paths serve (from
-// reading one to writing its answer) and the transports' exchanges (from
-// taking a connection to reading the response's header).
-//
-// An exchange that starts alone, with no other exchange in progress and
-// at most the one request it serves, reads and writes its connection with
-// raw system calls (package rawio), to the end of its response. The
-// process was then likely idle before it (one client making one call at a
-// time), and package net's first system call after an idle spell wakes
-// the runtime's sysmon thread, which then runs every 20 µs until the
-// process is idle again: each time a context switch, on the CPU that the
-// gateway may share with its upstream. Under load sysmon is awake anyway,
-// and package net's calls are kept: made raw there too, beside the demo
-// server on the same CPU at 64 sessions, mcpgw's CPU per call rose by
-// about 15% (issue 10, BENCHMARKS.md).
-var serving, exchanging atomic.Int32
-
 // conn is one connection, used by one request at a time.
 type conn struct {
 	nc     net.Conn
-	fd     *rawio.FD // nc's descriptor, raw; nil when it has none
+	fd     *rawio.FD // nc's descriptor; nil when it has none
 	lr     limitedConn
-	w      io.Writer     // what the current request is written to: nc or fd
+	w      io.Writer     // what requests are written to: fd, or nc without one
 	br     *bufio.Reader // nil while idle
 	addr   string
 	idleAt time.Time
@@ -393,13 +372,31 @@ func (c *conn) cut() {
 
 func (c *conn) close() { c.nc.Close() }
 
-// use makes the current request's reads and writes raw (through fd, when
-// the connection has one) or package net's.
-func (c *conn) use(raw bool) {
-	c.lr.r, c.w = c.nc, c.nc
-	if raw && c.fd != nil {
+// newConn returns the connection nc to addr, read and written with raw
+// system calls (package rawio) when nc has a descriptor, and through nc's
+// own methods when it has none (one a DialContext made).
+//
+// Raw, because package net's calls tell the runtime that a system call
+// may block: the runtime's sysmon thread then wakes (from its deep sleep
+// after an idle spell, on the first of them), and when a call outlasts
+// its tick (20 µs or more) and no other P is idle, it hands the call's P
+// to another thread. A write on loopback runs the receiver's side too,
+// and wakes it; on a CPU shared with the upstream the kernel often
+// switches to the upstream inside that write. Beside a lean upstream on
+// one CPU at 64 sessions, mcpgw then ran on four or five threads, sysmon
+// awake, 0.6 time slices per call; raw, on one thread with sysmon asleep,
+// 0.2, and 16% less CPU per call. (Beside the demo server, which spends
+// 100-300 µs per call on that CPU, raw cost 15% more: mcpgw, alone on
+// its thread, sleeps and is woken about once per call; see issue 10,
+// BENCHMARKS.md.) A socket here is never blocking, so a raw call holds
+// its thread no longer than the kernel's work.
+func newConn(nc net.Conn, addr string) *conn {
+	c := &conn{nc: nc, addr: addr, fd: rawio.Conn(nc)}
+	c.lr.r, c.w = nc, nc
+	if c.fd != nil {
 		c.lr.r, c.w = c.fd, c.fd
 	}
+	return c
 }
 
 // alive reports whether an idle connection can carry a request: the server
@@ -565,8 +562,8 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// limitedConn reads from the connection (r: its net.Conn or its raw
-// descriptor, as use chose), at most limit bytes while limit is not
+// limitedConn reads from the connection (r: its raw descriptor, or its
+// net.Conn without one), at most limit bytes while limit is not
 // negative.
 type limitedConn struct {
 	r     io.Reader

@@ -24,8 +24,25 @@ import (
 func newTransport(t *testing.T) *Transport {
 	t.Helper()
 	tr := &Transport{Fallback: &http.Transport{}}
+	if netCalls {
+		tr.DialContext = dialWithoutDescriptor
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr
+}
+
+// netCalls makes newTransport's connections ones without a descriptor,
+// read and written through package net's calls (see ioModes).
+var netCalls bool
+
+// dialWithoutDescriptor dials as a Transport does by default and hides
+// the connection's descriptor, as a DialContext's own connection type may.
+func dialWithoutDescriptor(ctx context.Context, network, addr string) (net.Conn, error) {
+	nc, err := defaultDialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ net.Conn }{nc}, nil
 }
 
 // countedServer is an httptest server that counts the connections it
@@ -79,22 +96,18 @@ func readAll(t *testing.T, resp *http.Response) string {
 }
 
 // ioModes runs f with each of the ways a connection is read and written:
-// raw (the exchange alone in the process) and package net's (another
-// exchange in progress, which ioModes stands for). Each run must end
-// every exchange it began.
+// raw (one that has a descriptor, as dialed by default) and through
+// package net's calls (one a DialContext made without one).
 func ioModes(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	for _, m := range []struct {
-		name   string
-		others int32
-	}{{"raw", 0}, {"net", 1}} {
+		name string
+		net  bool
+	}{{"raw", false}, {"net", true}} {
 		t.Run(m.name, func(t *testing.T) {
-			exchanging.Add(m.others)
-			defer exchanging.Add(-m.others)
+			netCalls = m.net
+			defer func() { netCalls = false }()
 			f(t)
-			if n := exchanging.Load() - m.others; n != 0 {
-				t.Errorf("%d exchanges still counted in progress after the test", n)
-			}
 		})
 	}
 }
@@ -326,65 +339,65 @@ func readRequest(br *bufio.Reader) (*http.Request, []byte, error) {
 	return req, b, err
 }
 
+// TestRoundTrip_ServerClosedTheIdleConnection: the pool's look at an idle
+// connection finds it closed, and the request goes on a new one. The look
+// needs the connection's descriptor: without one (a DialContext's own
+// connection type) a connection is taken to be alive.
 func TestRoundTrip_ServerClosedTheIdleConnection(t *testing.T) {
-	ioModes(t, func(t *testing.T) {
-		closed := make(chan struct{}, 3)
-		srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
-			if _, _, err := readRequest(br); err != nil {
-				return
-			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			// and closes the connection, without saying so, as a server's
-			// idle timeout does
-			c.Close()
-			closed <- struct{}{}
-		})
-		tr := newTransport(t)
-		for i := range 3 {
-			if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
-				t.Fatalf("request %d: %q", i, got)
-			}
-			// The close must come while the connection is idle, as an idle
-			// timeout's does. Were the next POST written first, the server
-			// would close under a request in flight, which a POST cannot
-			// survive (it is not retried: it may have been acted on).
-			<-closed
+	closed := make(chan struct{}, 3)
+	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, _, err := readRequest(br); err != nil {
+			return
 		}
-		if n := srv.accepted.Load(); n != 3 {
-			t.Errorf("connections: %d, want 3", n)
-		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		// and closes the connection, without saying so, as a server's
+		// idle timeout does
+		c.Close()
+		closed <- struct{}{}
 	})
+	tr := newTransport(t)
+	for i := range 3 {
+		if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
+			t.Fatalf("request %d: %q", i, got)
+		}
+		// The close must come while the connection is idle, as an idle
+		// timeout's does. Were the next POST written first, the server
+		// would close under a request in flight, which a POST cannot
+		// survive (it is not retried: it may have been acted on).
+		<-closed
+	}
+	if n := srv.accepted.Load(); n != 3 {
+		t.Errorf("connections: %d, want 3", n)
+	}
 }
 
 // TestRoundTrip_ServerClosedAReusedIdleConnection: a connection that was
 // taken from the pool before (its first look found it alive) and is
 // closed while idle is found closed by the next look too.
 func TestRoundTrip_ServerClosedAReusedIdleConnection(t *testing.T) {
-	ioModes(t, func(t *testing.T) {
-		closed := make(chan struct{}, 2)
-		srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
-			for range 2 {
-				if _, _, err := readRequest(br); err != nil {
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	closed := make(chan struct{}, 2)
+	srv := newRawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for range 2 {
+			if _, _, err := readRequest(br); err != nil {
+				return
 			}
-			c.Close() // two answers, then an idle timeout
-			closed <- struct{}{}
-		})
-		tr := newTransport(t)
-		for i := range 4 {
-			if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
-				t.Fatalf("request %d: %q", i, got)
-			}
-			if i%2 == 1 {
-				<-closed
-			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
-		if n := srv.accepted.Load(); n != 2 {
-			t.Errorf("connections: %d, want 2", n)
-		}
+		c.Close() // two answers, then an idle timeout
+		closed <- struct{}{}
 	})
+	tr := newTransport(t)
+	for i := range 4 {
+		if got := readAll(t, post(t, tr, context.Background(), srv.url(), `{}`)); got != "ok" {
+			t.Fatalf("request %d: %q", i, got)
+		}
+		if i%2 == 1 {
+			<-closed
+		}
+	}
+	if n := srv.accepted.Load(); n != 2 {
+		t.Errorf("connections: %d, want 2", n)
+	}
 }
 
 func TestRoundTrip_ConnectionClose(t *testing.T) {
@@ -849,13 +862,12 @@ func TestBody_Ended(t *testing.T) {
 	}
 }
 
-// TestRoundTrip_RawWhenAlone checks which way each exchange reads and
-// writes its connection: raw when it is the only one in progress and the
-// process's servers serve at most the request it is made for, package
-// net's otherwise (see exchanging).
-func TestRoundTrip_RawWhenAlone(t *testing.T) {
+// TestRoundTrip_RawCalls checks which way exchanges read and write their
+// connections: raw whenever the connection has a descriptor, alone or
+// beside another exchange in progress (see newConn), and through package
+// net's calls on a connection that has none.
+func TestRoundTrip_RawCalls(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	waiting, unwait := make(chan struct{}), make(chan struct{})
 	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			entered <- struct{}{}
@@ -863,11 +875,10 @@ func TestRoundTrip_RawWhenAlone(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	tr := newTransport(t)
 	addr := srv.Listener.Addr().String()
 	// exchange posts to path and reports whether the exchange was raw,
 	// from the connection it left in the pool (the last one put back).
-	exchange := func(path string) (raw bool, err error) {
+	exchange := func(tr *Transport, path string) (raw bool, err error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(`{}`))
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
@@ -880,96 +891,48 @@ func TestRoundTrip_RawWhenAlone(t *testing.T) {
 		}
 		return lastRaw(tr, addr)
 	}
-	// An h1 Server whose handler makes an exchange, as mcpgw's edge does
-	// for a call to an HTTP upstream, and answers "raw" or "net"; on
-	// /wait it waits for release instead.
-	_, relay := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/wait" {
-			waiting <- struct{}{}
-			<-unwait
-			return
-		}
-		raw, err := exchange("/a")
-		switch {
-		case err != nil:
-			http.Error(w, err.Error(), http.StatusBadGateway)
-		case raw:
-			io.WriteString(w, "raw")
-		default:
-			io.WriteString(w, "net")
-		}
-	}))
-	relayed := func(t *testing.T) string {
-		t.Helper()
-		return readAll(t, post(t, http.DefaultTransport, context.Background(), "http://"+relay+"/", `{}`))
-	}
-	// hold runs start, a request that waits (srv's /hold until release,
-	// or the relay's /wait until unwait), from a goroutine of its own,
-	// and returns a channel closed when it is over.
-	hold := func(start func()) chan error {
-		done := make(chan error, 1)
-		go func() {
-			defer close(done)
-			start()
-		}()
-		return done
-	}
 
 	t.Run("alone", func(t *testing.T) {
-		if raw, err := exchange("/a"); err != nil || !raw {
+		if raw, err := exchange(newTransport(t), "/a"); err != nil || !raw {
 			t.Fatalf("raw = %v, %v; want raw", raw, err)
-		}
-	})
-	t.Run("serving the one request it is made for", func(t *testing.T) {
-		if got := relayed(t); got != "raw" {
-			t.Fatalf("the relay's exchange was %q, want raw", got)
 		}
 	})
 	t.Run("beside another exchange", func(t *testing.T) {
+		tr := newTransport(t)
+		before := srv.accepted.Load()
 		var heldRaw bool
 		var heldErr error
-		done := hold(func() { heldRaw, heldErr = exchange("/hold") })
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			heldRaw, heldErr = exchange(tr, "/hold")
+		}()
 		<-entered // the held exchange waits for its answer's header
-		raw, err := exchange("/b")
+		raw, err := exchange(tr, "/b")
 		close(release)
 		<-done
-		if err != nil || raw {
-			t.Errorf("raw = %v, %v; want package net's", raw, err)
+		if err != nil || !raw {
+			t.Errorf("raw = %v, %v; want raw", raw, err)
 		}
 		if heldErr != nil || !heldRaw {
-			t.Errorf("the held exchange, which began alone: raw = %v, %v; want raw", heldRaw, heldErr)
+			t.Errorf("the held exchange: raw = %v, %v; want raw", heldRaw, heldErr)
+		}
+		if n := srv.accepted.Load() - before; n != 2 {
+			t.Errorf("%d connections, want 2 (one per exchange in progress)", n)
 		}
 	})
-	t.Run("while the server serves another request", func(t *testing.T) {
-		done := hold(func() {
-			resp, err := http.Post("http://"+relay+"/wait", "application/json", strings.NewReader(`{}`))
-			if err == nil {
-				resp.Body.Close()
-			}
-		})
-		<-waiting
-		got := relayed(t)
-		close(unwait)
-		<-done
-		if got != "net" {
-			t.Fatalf("the relay's exchange was %q, want net", got)
-		}
-	})
-	t.Run("alone again", func(t *testing.T) {
-		if raw, err := exchange("/c"); err != nil || !raw {
-			t.Fatalf("raw = %v, %v; want raw", raw, err)
-		}
-		if n := exchanging.Load(); n != 0 {
-			t.Errorf("%d exchanges counted in progress after all ended", n)
-		}
-		if n := serving.Load(); n != 0 {
-			t.Errorf("%d requests counted served after all were answered", n)
+	t.Run("a connection without a descriptor", func(t *testing.T) {
+		tr := newTransport(t)
+		tr.DialContext = dialWithoutDescriptor
+		if raw, err := exchange(tr, "/c"); err != nil || raw {
+			t.Fatalf("raw = %v, %v; want package net's calls", raw, err)
 		}
 	})
 }
 
 // lastRaw reports whether the connection to addr last put back in tr's
-// pool was read and written raw.
+// pool is read and written raw (or, having no descriptor, through its own
+// methods).
 func lastRaw(tr *Transport, addr string) (bool, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -978,9 +941,10 @@ func lastRaw(tr *Transport, addr string) (bool, error) {
 		return false, errors.New("no connection went back to the pool")
 	}
 	c := cs[len(cs)-1]
-	if c.fd == nil {
-		return false, errors.New("the connection has no raw descriptor")
+	_, rawW := c.w.(*rawio.FD)
+	_, rawR := c.lr.r.(*rawio.FD)
+	if rawW != rawR || rawW != (c.fd != nil) {
+		return false, fmt.Errorf("reads raw %v, writes raw %v, descriptor %v: want all or none", rawR, rawW, c.fd != nil)
 	}
-	_, raw := c.w.(*rawio.FD)
-	return raw, nil
+	return rawW, nil
 }

@@ -553,8 +553,6 @@ func (c *serverConn) handOver(raw []byte) {
 // answer serves r (next's template, copied here with the request's
 // context) and reports whether the connection can carry another request.
 func (c *serverConn) answer(r *http.Request) (keep bool) {
-	serving.Add(1) // see exchanging
-	defer serving.Add(-1)
 	hs := c.s.HTTP
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	r = r.WithContext(ctx)

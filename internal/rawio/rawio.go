@@ -1,8 +1,7 @@
 // Package rawio reads and writes the gateway's busiest descriptors (the
 // MCP endpoint's client connections on its fast path, the pipes of stdio
-// upstreams, and the connections to HTTP upstreams when the process is
-// otherwise idle) with raw system calls, the runtime's poller still doing
-// the waiting.
+// upstreams, and the connections to plain-HTTP upstreams) with raw system
+// calls, the runtime's poller still doing the waiting.
 //
 // Why: package syscall's Read and Write tell the Go scheduler that a
 // system call starts and ends, and the first such call after the whole
@@ -17,12 +16,19 @@
 // about a fifth less of mcpgw's CPU per relayed call over stdio at one
 // session, and about a tenth less at 64 sessions.
 //
-// The connections to HTTP upstreams (internal/h1's client) are raw only
-// for an exchange that is the only one in progress, which is when sysmon
-// sleeps. Made raw under load too, with an HTTP upstream sharing the
-// gateway's CPU at 64 sessions, the two preempted each other about twice
-// as often (the upstream's involuntary context switches per call 0.5 ->
-// 0.9), and mcpgw's CPU per call rose by about 15%.
+// Under load package syscall's calls cost more than that wake: when a
+// call outlasts sysmon's tick and no other P is idle, sysmon hands the
+// call's P to another thread. On loopback a write runs the receiver's
+// side and wakes it, and on a CPU shared with the upstream the kernel
+// often switches to the upstream inside that write. With package net's
+// calls on its connections to a lean HTTP upstream on the same CPU, at
+// 64 sessions, mcpgw ran on four or five threads with sysmon awake, 0.6
+// time slices per call; raw, on one thread, 0.2, and 16% less CPU per
+// call. Beside the demo server, which spends 100-300 µs per call on that
+// CPU, raw costs about 15% more instead: the two preempt each other about
+// twice as often (the server's involuntary context switches per call 0.5
+// -> 1.0). An HTTP upstream seldom shares the gateway's CPU outside a
+// benchmark (internal/h1's newConn).
 //
 // Only descriptors in nonblocking mode are taken (Conn and File check), so
 // a raw call cannot hold a thread. Errors are wrapped as the standard

@@ -16,19 +16,19 @@
 // about a fifth less of mcpgw's CPU per relayed call over stdio at one
 // session, and about a tenth less at 64 sessions.
 //
-// Under load package syscall's calls cost more than that wake: when a
-// call outlasts sysmon's tick and no other P is idle, sysmon hands the
-// call's P to another thread. On loopback a write runs the receiver's
-// side and wakes it, and on a CPU shared with the upstream the kernel
-// often switches to the upstream inside that write. With package net's
-// calls on its connections to a lean HTTP upstream on the same CPU, at
-// 64 sessions, mcpgw ran on four or five threads with sysmon awake, 0.6
-// time slices per call; raw, on one thread, 0.2, and 16% less CPU per
-// call. Beside the demo server, which spends 100-300 µs per call on that
-// CPU, raw costs about 15% more instead: the two preempt each other about
-// twice as often (the server's involuntary context switches per call 0.5
-// -> 1.0). An HTTP upstream seldom shares the gateway's CPU outside a
-// benchmark (internal/h1's newConn).
+// Under load package syscall's calls cost more than that wake: when a call
+// outlasts sysmon's tick and no other P is idle, sysmon hands the call's P
+// to another thread. On loopback a write runs the receiver's side and wakes
+// it, and on a CPU shared with the upstream the kernel often switches to
+// the upstream inside that write. With package net's calls on its
+// connections to a lean HTTP upstream on the same CPU, at 64 sessions,
+// mcpgw's work moved between four threads with sysmon awake, 0.6 time
+// slices per call; raw, on one thread, 0.2, and 16% less CPU per call.
+// Beside the demo server, which spends 100-300 µs per call on that CPU, raw
+// costs about 15% more instead: the two preempt each other about twice as
+// often (the server's involuntary context switches per call 0.5 -> 1.0). An
+// HTTP upstream seldom shares the gateway's CPU outside a benchmark
+// (internal/h1's newConn).
 //
 // Only descriptors in nonblocking mode are taken (Conn and File check), so
 // a raw call cannot hold a thread. Errors are wrapped as the standard

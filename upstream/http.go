@@ -352,14 +352,9 @@ func forwardable(names []string) []string {
 	return out
 }
 
-// forwardHeaders copies into dst, a request's header, the headers of
-// client, a client's request headers, that the server's forward_headers
-// name and dst does not have yet: our own and the configured ones win.
-func (p *peer) forwardHeaders(dst, client http.Header) {
-	addMissing(dst, p.forwarded(client))
-}
-
-// addMissing copies into dst the headers of src that dst does not have.
+// addMissing copies into dst the headers of src that dst does not have:
+// with src a client's forwarded headers (peer.forwarded), our own and the
+// configured ones win.
 func addMissing(dst, src http.Header) {
 	for k, vs := range src {
 		if _, has := dst[k]; !has {

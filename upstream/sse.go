@@ -219,7 +219,7 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	t.forwardHeaders(req.Header, h)
+	addMissing(req.Header, t.forwarded(h)) // ours and the configured ones win
 	injectTraceContext(ctx, req.Header)
 	resp, err := t.do(req)
 	if err != nil {

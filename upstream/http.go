@@ -214,15 +214,9 @@ func (p *peer) bareRequest(ctx context.Context, method, target string, body []by
 	tmpl := http.Request{Method: method, URL: p.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: p.url.Host}
 	req := tmpl.WithContext(ctx)
 	if len(body) > 0 {
-		b := new(requestBody)
-		b.Reset(body)
-		req.Body = b
+		req.Body = newRequestBody(body)
 		req.ContentLength = int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) {
-			again := new(requestBody)
-			again.Reset(body)
-			return again, nil
-		}
+		req.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
 	} else if body != nil {
 		req.Body = http.NoBody
 		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
@@ -233,6 +227,12 @@ func (p *peer) bareRequest(ctx context.Context, method, target string, body []by
 // requestBody is a request's body: a reader of its bytes, which it writes
 // in one piece (WriteTo) to a connection's buffer.
 type requestBody struct{ bytes.Reader }
+
+func newRequestBody(b []byte) *requestBody {
+	rb := new(requestBody)
+	rb.Reset(b)
+	return rb
+}
 
 func (*requestBody) Close() error { return nil }
 

@@ -70,6 +70,17 @@ func newCountedServer(t *testing.T, h http.HandlerFunc) *countedServer {
 	return s
 }
 
+// okAt answers "ok" to a request for path, and h every other.
+func okAt(path string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path {
+			io.WriteString(w, "ok")
+			return
+		}
+		h(w, r)
+	}
+}
+
 func post(t *testing.T, tr http.RoundTripper, ctx context.Context, u, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
@@ -139,11 +150,7 @@ func TestRoundTrip_ReusesConnection(t *testing.T) {
 func TestRoundTrip_ChunkedStreamIsReadAsItComes(t *testing.T) {
 	ioModes(t, func(t *testing.T) {
 		next := make(chan struct{})
-		srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/again" {
-				io.WriteString(w, "ok")
-				return
-			}
+		srv := newCountedServer(t, okAt("/again", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			for i := range 3 {
 				fmt.Fprintf(w, "data: %d\n\n", i)
@@ -152,7 +159,7 @@ func TestRoundTrip_ChunkedStreamIsReadAsItComes(t *testing.T) {
 					<-next
 				}
 			}
-		})
+		}))
 		tr := newTransport(t)
 		resp := post(t, tr, context.Background(), srv.URL, `{}`)
 		if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
@@ -185,17 +192,13 @@ func TestRoundTrip_ChunkedStreamIsReadAsItComes(t *testing.T) {
 func TestRoundTrip_ClosingAnUnreadStreamClosesTheConnection(t *testing.T) {
 	ioModes(t, func(t *testing.T) {
 		ended := make(chan struct{})
-		srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/plain" {
-				io.WriteString(w, "ok")
-				return
-			}
+		srv := newCountedServer(t, okAt("/plain", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: first\n\n")
 			w.(http.Flusher).Flush()
 			<-r.Context().Done() // endless, until the client leaves
 			close(ended)
-		})
+		}))
 		tr := newTransport(t)
 		resp := post(t, tr, context.Background(), srv.URL, `{}`)
 		buf := make([]byte, 64)

@@ -80,26 +80,30 @@ var _ http.RoundTripper = (*Transport)(nil)
 // to its end; a body closed before that closes the connection.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
-		return t.Fallback.RoundTrip(req)
+		return t.fallback(req)
 	}
 	if err := checkHeader(req.Header); err != nil {
 		closeBody(req)
 		return nil, err
 	}
 	ctx := req.Context()
+	g := groupOf(ctx)
 	addr := hostPort(req.URL)
-	resp, c, err := t.try(ctx, req, addr, false)
+	resp, c, err := t.try(ctx, g, req, addr, false)
 	var werr *writeError
 	if (errors.Is(err, errNoAnswer) || errors.As(err, &werr)) && c.reused && idempotent(req) {
 		// A server that closed an idle connection just as it was taken
 		// (after alive looked): the request goes again on a new one, as
 		// net/http does, when it has no body and may be repeated.
-		resp, c, err = t.try(ctx, req, addr, true)
+		resp, c, err = t.try(ctx, g, req, addr, true)
 	}
 	if err != nil {
 		closeBody(req)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if g != nil && g.isClosed() {
+			return nil, ErrGroupClosed
 		}
 		return nil, err
 	}
@@ -114,17 +118,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // try makes one exchange of req on a connection to addr (a new one when
 // fresh), which it returns with the response, or closed with the error.
-func (t *Transport) try(ctx context.Context, req *http.Request, addr string, fresh bool) (*http.Response, *conn, error) {
-	c, err := t.conn(ctx, addr, fresh)
+// The exchange belongs to g, when not nil.
+func (t *Transport) try(ctx context.Context, g *Group, req *http.Request, addr string, fresh bool) (*http.Response, *conn, error) {
+	c, err := t.conn(ctx, g, addr, fresh)
 	if err != nil {
 		return nil, nil, err
 	}
+	if g != nil && !g.join(c) {
+		c.close()
+		return nil, nil, ErrGroupClosed
+	}
 	// Cancellation cuts the connection's reads and writes short; a
 	// connection it cut is never reused.
-	c.stop = context.AfterFunc(ctx, c.cut)
+	c.stop = context.AfterFunc(ctx, c.cutFn)
 	resp, err := c.exchange(req, t.maxHeaderBytes())
 	if err != nil {
 		c.stop()
+		c.leave()
 		c.close()
 		return nil, c, err
 	}
@@ -215,8 +225,8 @@ func (t *Transport) idleTimeout() time.Duration {
 }
 
 // conn returns an idle connection to addr that is still open, or dials one
-// (always, when fresh).
-func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, error) {
+// (always, when fresh), a dial that g's Close cancels.
+func (t *Transport) conn(ctx context.Context, g *Group, addr string, fresh bool) (*conn, error) {
 	for !fresh {
 		c := t.takeIdle(addr)
 		if c == nil {
@@ -233,10 +243,22 @@ func (t *Transport) conn(ctx context.Context, addr string, fresh bool) (*conn, e
 	if dial == nil {
 		dial = defaultDialer.DialContext
 	}
-	nc, err := dial(ctx, "tcp", addr)
+	dctx := ctx
+	if g != nil {
+		hctx, release, ok := g.hold(ctx)
+		if !ok {
+			return nil, ErrGroupClosed
+		}
+		defer release()
+		dctx = hctx
+	}
+	nc, err := dial(dctx, "tcp", addr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if dctx.Err() != nil {
+			return nil, ErrGroupClosed
 		}
 		return nil, err
 	}
@@ -359,12 +381,14 @@ type conn struct {
 	addr   string
 	idleAt time.Time
 	stop   func() bool // ends the current request's AfterFunc
+	cutFn  func()      // cut, made once: a method value per request allocates
+	group  *Group      // the current request's, if it has one
 	reused bool        // taken from the pool for the current request
 	wasCut atomic.Bool
 }
 
 // cut makes the connection's pending and next reads and writes fail at
-// once: its request's context ended.
+// once: its request's context or group ended.
 func (c *conn) cut() {
 	c.wasCut.Store(true)
 	c.nc.SetDeadline(time.Unix(1, 0))
@@ -392,6 +416,7 @@ func (c *conn) close() { c.nc.Close() }
 // kernel's work.
 func newConn(nc net.Conn, addr string) *conn {
 	c := &conn{nc: nc, addr: addr, fd: rawio.Conn(nc)}
+	c.cutFn = c.cut
 	c.lr.r, c.w = nc, nc
 	if c.fd != nil {
 		c.lr.r, c.w = c.fd, c.fd
@@ -411,6 +436,7 @@ func (c *conn) alive() bool { return c.fd == nil || c.fd.Idle() }
 // done ends the current request on c: c goes back to the pool when reuse
 // holds and no cancellation cut it, else it is closed.
 func (c *conn) done(t *Transport, reuse bool) {
+	c.leave() // before looking at wasCut: a group cuts only under its lock
 	stopped := c.stop()
 	c.stop = nil
 	if !reuse || !stopped || c.wasCut.Load() || c.br.Buffered() > 0 {
@@ -630,6 +656,8 @@ func (b *body) Read(p []byte) (int, error) {
 		b.abandon()
 		if b.ctx.Err() != nil {
 			err = b.ctx.Err()
+		} else if g := groupOf(b.ctx); g != nil && g.isClosed() {
+			err = ErrGroupClosed
 		}
 	}
 	return n, err

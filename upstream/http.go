@@ -58,6 +58,7 @@ import (
 	"gopkg.in/cenkalti/backoff.v1"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/h1"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/telemetry"
@@ -470,12 +471,30 @@ func sessionGone(code int, body []byte, sentSession bool) bool {
 }
 
 // exchange returns the context of one HTTP exchange: it ends when ctx
-// ends, when life ends, or on cancel. detach stops following ctx, for a
-// body drained after the caller has gone. It is life's child, not ctx's,
-// so it carries none of ctx's values: nothing below net/http's client
-// reads them (injectTraceContext takes ctx itself), and a second
-// AfterFunc per POST (on life) is saved.
-func exchange(ctx, life context.Context) (rctx context.Context, detach, cancel func()) {
+// ends or when the transport closes, and cancel ends it too (after
+// detach, which stops following ctx, for a body drained after the caller
+// has gone).
+//
+// Through the default client, whose transport is internal/h1's, it is
+// ctx itself, carrying the transport's h1.Group, which close closes:
+// detach and cancel then do nothing, and a body the caller leaves unread
+// ends with ctx (release closes it). Any other client gets a context of
+// its own per exchange (followingBoth).
+func (t *httpTransport) exchange(ctx context.Context) (rctx context.Context, detach, cancel func()) {
+	if t.hc == defaultHTTPClient {
+		return h1.WithGroup(ctx, &t.group), doNothing, doNothing
+	}
+	return followingBoth(ctx, t.life)
+}
+
+func doNothing() {}
+
+// followingBoth returns a context that ends when ctx or life ends, or on
+// cancel; detach stops following ctx. It is life's child, not ctx's, so
+// it carries none of ctx's values: nothing below net/http's client reads
+// them (injectTraceContext takes ctx itself), and a second AfterFunc per
+// POST (on life) is saved.
+func followingBoth(ctx, life context.Context) (rctx context.Context, detach, cancel func()) {
 	rctx, rcancel := context.WithCancel(life)
 	stop := context.AfterFunc(ctx, rcancel)
 	detach = func() { stop() }
@@ -586,6 +605,9 @@ type httpTransport struct {
 	// drains) and of sends in flight; close ends it.
 	life     context.Context
 	stopLife context.CancelFunc
+	// group ends the exchanges through the default client (exchange) when
+	// close closes it, as life ends the others'.
+	group    h1.Group
 	wg       sync.WaitGroup
 	doneCh   chan struct{}
 	closeErr error // set before doneCh is closed
@@ -675,7 +697,14 @@ func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
 		return
 	}
 	ok := t.background(func() {
-		timer := time.AfterFunc(drainTimeout, cancel)
+		// cancel ends a read under way, and so does closing an
+		// internal/h1 body, through the default client, where cancel does
+		// nothing (see exchange). (net/http's body Close waits for a read
+		// under way: cancel goes first.)
+		timer := time.AfterFunc(drainTimeout, func() {
+			cancel()
+			body.Close()
+		})
 		defer timer.Stop()
 		io.Copy(io.Discard, io.LimitReader(body, drainLimit))
 		body.Close()
@@ -715,7 +744,7 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		// starts over with an initialize without a session id).
 		sid, version = "", ""
 	}
-	rctx, detach, cancel := exchange(ctx, t.life)
+	rctx, detach, cancel := t.exchange(ctx)
 	req, err := t.bareRequest(rctx, http.MethodPost, t.rawURL, body)
 	if err != nil {
 		cancel()
@@ -1006,7 +1035,7 @@ func (t *httpTransport) readEvents(body io.Reader, id jsonrpc.ID, st *streamStat
 
 // resume asks for the rest of a response stream: GET with Last-Event-ID.
 func (t *httpTransport) resume(ctx context.Context, lastID, sid, version string) (body io.ReadCloser, detach, cancel func(), err error) {
-	rctx, detach, cancel := exchange(ctx, t.life)
+	rctx, detach, cancel := t.exchange(ctx)
 	req, err := t.newRequest(rctx, http.MethodGet, t.rawURL, nil, sid, version)
 	if err != nil {
 		cancel()
@@ -1166,6 +1195,7 @@ func (t *httpTransport) close(ctx context.Context) error {
 	t.mu.Unlock()
 
 	t.stopLife()
+	t.group.Close()
 	if sid != "" {
 		t.deleteSession(ctx, sid, version)
 	}

@@ -211,7 +211,7 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	if endpoint == "" {
 		return errors.New("no endpoint yet")
 	}
-	rctx, _, cancel := exchange(ctx, t.life)
+	rctx, _, cancel := followingBoth(ctx, t.life)
 	defer cancel()
 	req, err := t.newRequest(rctx, http.MethodPost, endpoint, body, "", "")
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // need one of its own that follows both, and the caller's context one
 // more child. For mcpgw's calls to an HTTP upstream that context and its
 // links were 9 of the 71 allocations of a call (BenchmarkClient_CallHTTP)
-// and about 4 µs, 7%, of mcpgw's CPU per call at 64 sessions (issue 10,
+// and 2-4 µs, 4-8%, of mcpgw's CPU per call at 64 sessions (issue 10,
 // BENCHMARKS.md).
 //
 // The zero Group is ready to use. A Group must not be copied after first

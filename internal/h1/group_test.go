@@ -12,16 +12,20 @@ import (
 	"time"
 )
 
-// groupServer answers "ok" at /plain, never at /slow, and at /stream
-// starts a body it never ends; got receives the path of each request
-// that reached a handler.
-func groupServer(t *testing.T) (*countedServer, chan string) {
+// slowServer answers "ok" at /plain (any path but the two others),
+// never at /slow, and at /stream starts a body it never ends (until the
+// test's end); got receives the path of each request that reached a
+// handler (the first 16).
+func slowServer(t *testing.T) (*countedServer, chan string) {
 	t.Helper()
 	got := make(chan string, 16)
 	release := make(chan struct{})
 	srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		got <- r.URL.Path
+		select {
+		case got <- r.URL.Path:
+		default:
+		}
 		switch r.URL.Path {
 		case "/slow":
 			select {
@@ -82,7 +86,7 @@ func waitErr(t *testing.T, errc chan error) error {
 
 func TestGroup_CloseEndsItsRequests(t *testing.T) {
 	ioModes(t, func(t *testing.T) {
-		srv, got := groupServer(t)
+		srv, got := slowServer(t)
 		tr := newTransport(t)
 
 		t.Run("waiting for the answer", func(t *testing.T) {

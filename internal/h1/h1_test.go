@@ -239,37 +239,15 @@ func TestRoundTrip_CloseWhileAnotherGoroutineReads(t *testing.T) {
 
 func TestRoundTrip_Cancel(t *testing.T) {
 	ioModes(t, func(t *testing.T) {
-		release := make(chan struct{})
-		t.Cleanup(func() { close(release) })
-		srv := newCountedServer(t, func(w http.ResponseWriter, r *http.Request) {
-			switch r.URL.Path {
-			case "/slow":
-				select {
-				case <-release:
-				case <-r.Context().Done():
-				}
-			case "/stream":
-				w.(http.Flusher).Flush()
-				<-r.Context().Done()
-			default:
-				io.WriteString(w, "ok")
-			}
-		})
+		srv, _ := slowServer(t)
 		tr := newTransport(t)
 
 		t.Run("waiting for the answer", func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/slow", strings.NewReader("{}"))
-			errc := make(chan error, 1)
-			go func() {
-				resp, err := tr.RoundTrip(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-				errc <- err
-			}()
+			errc := roundTripAsync(tr, req)
 			cancel()
-			if err := <-errc; !errors.Is(err, context.Canceled) {
+			if err := waitErr(t, errc); !errors.Is(err, context.Canceled) {
 				t.Fatalf("RoundTrip after cancel: %v, want context.Canceled", err)
 			}
 		})

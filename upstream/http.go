@@ -697,10 +697,9 @@ func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
 		return
 	}
 	ok := t.background(func() {
-		// cancel ends a read under way, and so does closing an
-		// internal/h1 body, through the default client, where cancel does
-		// nothing (see exchange). (net/http's body Close waits for a read
-		// under way: cancel goes first.)
+		// cancel ends a read under way, and so does closing the body,
+		// which the default client's need: there cancel does nothing
+		// (see exchange).
 		timer := time.AfterFunc(drainTimeout, func() {
 			cancel()
 			body.Close()

@@ -64,6 +64,9 @@ type fakeHTTP struct {
 	// to leave it to the default (tools/list: one tool; anything else: its
 	// params echoed as the result).
 	onRequest func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool
+	// onNotification answers a notification (or a response) of the
+	// session, or returns false for the default 202.
+	onNotification func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool
 	// onGet serves a GET; nil answers 405.
 	onGet func(w http.ResponseWriter, r *http.Request)
 
@@ -208,6 +211,9 @@ func (f *fakeHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !m.IsRequest() {
+			if f.onNotification != nil && f.onNotification(w, r, m) {
+				return
+			}
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
@@ -952,6 +958,52 @@ func testCloseDuringCall(t *testing.T, started bool, client func(*httptest.Serve
 		t.Errorf("Call after Close = %v, want ErrClosed", err)
 	}
 	f.waitHit(func(h hit) bool { return h.HTTP == http.MethodDelete })
+}
+
+// TestHTTP_EndlessAnswerToANotification checks that the answer to a
+// notification that the server never ends is read for drainTimeout at
+// most, with the client still open and the notification's context alive:
+// its connection is then closed.
+func TestHTTP_EndlessAnswerToANotification(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client func(*httptest.Server) *http.Client
+	}{
+		{name: "default client"},
+		{name: "another client", client: (*httptest.Server).Client},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeHTTP(t)
+			ended := make(chan struct{})
+			f.onNotification = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+				if m.Method != "notifications/roots/list_changed" {
+					return false
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				io.WriteString(w, "{")
+				w.(http.Flusher).Flush()
+				<-r.Context().Done() // the client closed the connection
+				close(ended)
+				return true
+			}
+			srv := f.start()
+			var opts ClientOptions
+			if tc.client != nil {
+				opts.HTTPClient = tc.client(srv)
+			}
+			c := newTestClient(t, testServer("http", srv.URL), opts)
+			mustConnect(t, c)
+			if err := c.Notify(context.Background(), "notifications/roots/list_changed", nil); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-ended:
+			case <-time.After(waitLimit):
+				t.Fatalf("the answer was still being read %s after the notification (drainTimeout %s)", waitLimit, drainTimeout)
+			}
+		})
+	}
 }
 
 // TestHTTP_CancelOnContext checks that a call whose context ends stops

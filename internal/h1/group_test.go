@@ -128,6 +128,25 @@ func TestGroup_CloseEndsItsRequests(t *testing.T) {
 				t.Fatalf("RoundTrip after Close: %v, want ErrGroupClosed", err)
 			}
 		})
+		t.Run("a fallback's body closed during a read", func(t *testing.T) {
+			var g Group
+			req := groupRequest(t, &g, srv.URL+"/stream", io.NopCloser(strings.NewReader("{}")))
+			req.ContentLength = -1
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-got
+			errc := make(chan error, 1)
+			go func() {
+				_, err := io.ReadAll(resp.Body)
+				errc <- err
+			}()
+			resp.Body.Close() // does not wait for the read, and ends it
+			if err := waitErr(t, errc); err == nil {
+				t.Fatal("the read of a closed body returned no error")
+			}
+		})
 		t.Run("after Close", func(t *testing.T) {
 			var g Group
 			g.Close()

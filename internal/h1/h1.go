@@ -15,7 +15,9 @@
 // Transport is an http.RoundTripper: an http.Client over it still follows
 // redirects. What it does not do itself it hands to its Fallback, whole:
 // https (TLS, HTTP/2), requests that go through a proxy, bodies of unknown
-// length and Expect: 100-continue.
+// length and Expect: 100-continue. A request may belong to a Group
+// (group.go), which ends it, whichever way it went, when the group is
+// closed: an upstream client's requests end with the client.
 package h1
 
 import (

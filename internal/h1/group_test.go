@@ -55,6 +55,26 @@ func groupRequest(t *testing.T, g *Group, u string, body io.Reader) *http.Reques
 	return req
 }
 
+// fallbackRequest is groupRequest with a body of unknown length, which
+// the Transport hands to its Fallback (chunked).
+func fallbackRequest(t *testing.T, g *Group, u string) *http.Request {
+	t.Helper()
+	req := groupRequest(t, g, u, io.NopCloser(strings.NewReader("{}")))
+	req.ContentLength = -1
+	return req
+}
+
+// readAsync reads body to its end on its own goroutine; the error comes
+// on the channel.
+func readAsync(body io.Reader) chan error {
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(body)
+		errc <- err
+	}()
+	return errc
+}
+
 // roundTripAsync runs RoundTrip on its own goroutine; the error comes on
 // the channel (a response's body is closed).
 func roundTripAsync(tr http.RoundTripper, req *http.Request) chan error {
@@ -89,15 +109,27 @@ func TestGroup_CloseEndsItsRequests(t *testing.T) {
 		srv, got := slowServer(t)
 		tr := newTransport(t)
 
-		t.Run("waiting for the answer", func(t *testing.T) {
-			var g Group
-			errc := roundTripAsync(tr, groupRequest(t, &g, srv.URL+"/slow", strings.NewReader("{}")))
-			<-got
-			g.Close()
-			if err := waitErr(t, errc); !errors.Is(err, ErrGroupClosed) {
-				t.Fatalf("RoundTrip after Close: %v, want ErrGroupClosed", err)
-			}
-		})
+		for _, tc := range []struct {
+			name string
+			req  func(t *testing.T, g *Group) *http.Request
+		}{
+			{"waiting for the answer", func(t *testing.T, g *Group) *http.Request {
+				return groupRequest(t, g, srv.URL+"/slow", strings.NewReader("{}"))
+			}},
+			{"handed to the fallback, waiting for the answer", func(t *testing.T, g *Group) *http.Request {
+				return fallbackRequest(t, g, srv.URL+"/slow")
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var g Group
+				errc := roundTripAsync(tr, tc.req(t, &g))
+				<-got
+				g.Close()
+				if err := waitErr(t, errc); !errors.Is(err, ErrGroupClosed) {
+					t.Fatalf("RoundTrip after Close: %v, want ErrGroupClosed", err)
+				}
+			})
+		}
 		t.Run("reading the body", func(t *testing.T) {
 			var g Group
 			resp, err := tr.RoundTrip(groupRequest(t, &g, srv.URL+"/stream", strings.NewReader("{}")))
@@ -106,42 +138,20 @@ func TestGroup_CloseEndsItsRequests(t *testing.T) {
 			}
 			<-got
 			defer resp.Body.Close()
-			errc := make(chan error, 1)
-			go func() {
-				_, err := io.ReadAll(resp.Body)
-				errc <- err
-			}()
+			errc := readAsync(resp.Body)
 			g.Close()
 			if err := waitErr(t, errc); !errors.Is(err, ErrGroupClosed) {
 				t.Fatalf("Read after Close: %v, want ErrGroupClosed", err)
 			}
 		})
-		t.Run("handed to the fallback", func(t *testing.T) {
-			var g Group
-			// A body of unknown length is the fallback's (chunked).
-			req := groupRequest(t, &g, srv.URL+"/slow", io.NopCloser(strings.NewReader("{}")))
-			req.ContentLength = -1
-			errc := roundTripAsync(tr, req)
-			<-got
-			g.Close()
-			if err := waitErr(t, errc); !errors.Is(err, ErrGroupClosed) {
-				t.Fatalf("RoundTrip after Close: %v, want ErrGroupClosed", err)
-			}
-		})
 		t.Run("a fallback's body closed during a read", func(t *testing.T) {
 			var g Group
-			req := groupRequest(t, &g, srv.URL+"/stream", io.NopCloser(strings.NewReader("{}")))
-			req.ContentLength = -1
-			resp, err := tr.RoundTrip(req)
+			resp, err := tr.RoundTrip(fallbackRequest(t, &g, srv.URL+"/stream"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			<-got
-			errc := make(chan error, 1)
-			go func() {
-				_, err := io.ReadAll(resp.Body)
-				errc <- err
-			}()
+			errc := readAsync(resp.Body)
 			resp.Body.Close() // does not wait for the read, and ends it
 			if err := waitErr(t, errc); err == nil {
 				t.Fatal("the read of a closed body returned no error")
@@ -150,11 +160,10 @@ func TestGroup_CloseEndsItsRequests(t *testing.T) {
 		t.Run("after Close", func(t *testing.T) {
 			var g Group
 			g.Close()
-			for _, body := range []io.Reader{strings.NewReader("{}"), io.NopCloser(strings.NewReader("{}"))} {
-				req := groupRequest(t, &g, srv.URL+"/plain", body)
-				if _, ok := body.(io.Closer); ok {
-					req.ContentLength = -1
-				}
+			for _, req := range []*http.Request{
+				groupRequest(t, &g, srv.URL+"/plain", strings.NewReader("{}")),
+				fallbackRequest(t, &g, srv.URL+"/plain"),
+			} {
 				if _, err := tr.RoundTrip(req); !errors.Is(err, ErrGroupClosed) {
 					t.Fatalf("RoundTrip in a closed group: %v, want ErrGroupClosed", err)
 				}

@@ -471,20 +471,19 @@ func sessionGone(code int, body []byte, sentSession bool) bool {
 }
 
 // exchange returns the context of one HTTP exchange: it ends when ctx
-// ends or when the transport closes, and cancel ends it too (after
-// detach, which stops following ctx, for a body drained after the caller
-// has gone).
+// ends or when life ends, and cancel ends it too (after detach, which
+// stops following ctx, for a body drained after the caller has gone).
+// The transport closes g whenever it ends life.
 //
 // Through the default client, whose transport is internal/h1's, it is
-// ctx itself, carrying the transport's h1.Group, which close closes:
-// detach and cancel then do nothing, and a body the caller leaves unread
-// ends with ctx (release closes it). Any other client gets a context of
-// its own per exchange (followingBoth).
-func (t *httpTransport) exchange(ctx context.Context) (rctx context.Context, detach, cancel func()) {
-	if t.hc == defaultHTTPClient {
-		return h1.WithGroup(ctx, &t.group), doNothing, doNothing
+// ctx itself, carrying g: detach and cancel then do nothing, and a body
+// the caller leaves unread ends with ctx (release closes it). Any other
+// client gets a context of its own per exchange (followingBoth).
+func (p *peer) exchange(ctx context.Context, g *h1.Group, life context.Context) (rctx context.Context, detach, cancel func()) {
+	if p.hc == defaultHTTPClient {
+		return h1.WithGroup(ctx, g), doNothing, doNothing
 	}
-	return followingBoth(ctx, t.life)
+	return followingBoth(ctx, life)
 }
 
 func doNothing() {}
@@ -605,8 +604,8 @@ type httpTransport struct {
 	// drains) and of sends in flight; close ends it.
 	life     context.Context
 	stopLife context.CancelFunc
-	// group ends the exchanges through the default client (exchange) when
-	// close closes it, as life ends the others'.
+	// group ends the exchanges through the default client (exchange)
+	// when close closes it, as life ends the others'.
 	group    h1.Group
 	wg       sync.WaitGroup
 	doneCh   chan struct{}
@@ -743,7 +742,7 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		// starts over with an initialize without a session id).
 		sid, version = "", ""
 	}
-	rctx, detach, cancel := t.exchange(ctx)
+	rctx, detach, cancel := t.exchange(ctx, &t.group, t.life)
 	req, err := t.bareRequest(rctx, http.MethodPost, t.rawURL, body)
 	if err != nil {
 		cancel()
@@ -1034,7 +1033,7 @@ func (t *httpTransport) readEvents(body io.Reader, id jsonrpc.ID, st *streamStat
 
 // resume asks for the rest of a response stream: GET with Last-Event-ID.
 func (t *httpTransport) resume(ctx context.Context, lastID, sid, version string) (body io.ReadCloser, detach, cancel func(), err error) {
-	rctx, detach, cancel := t.exchange(ctx)
+	rctx, detach, cancel := t.exchange(ctx, &t.group, t.life)
 	req, err := t.newRequest(rctx, http.MethodGet, t.rawURL, nil, sid, version)
 	if err != nil {
 		cancel()

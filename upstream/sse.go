@@ -27,6 +27,7 @@ import (
 	"gopkg.in/cenkalti/backoff.v1"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/h1"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -35,8 +36,9 @@ type sseTransport struct {
 	peer
 	recv func(*jsonrpc.Message, related)
 
-	life       context.Context // the event stream's lifetime
+	life       context.Context // the event stream's lifetime, and the POSTs'
 	stopLife   context.CancelFunc
+	group      h1.Group // ends the POSTs through the default client with life (exchange)
 	wg         sync.WaitGroup
 	endpointCh chan struct{} // closed once the endpoint is known
 	doneCh     chan struct{}
@@ -178,7 +180,13 @@ func resolveEndpoint(base *url.URL, data string) (string, error) {
 // fail ends the transport with err and stops the event stream.
 func (t *sseTransport) fail(err error) {
 	t.finish(err)
+	t.endLife()
+}
+
+// endLife ends the event stream and the POSTs under way.
+func (t *sseTransport) endLife() {
 	t.stopLife()
+	t.group.Close()
 }
 
 func (t *sseTransport) finish(err error) {
@@ -211,7 +219,7 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	if endpoint == "" {
 		return errors.New("no endpoint yet")
 	}
-	rctx, _, cancel := followingBoth(ctx, t.life)
+	rctx, _, cancel := t.exchange(ctx, &t.group, t.life)
 	defer cancel()
 	req, err := t.newRequest(rctx, http.MethodPost, endpoint, body, "", "")
 	if err != nil {
@@ -258,7 +266,7 @@ func (t *sseTransport) close(ctx context.Context) error {
 	}
 	t.closed = true
 	t.mu.Unlock()
-	t.stopLife()
+	t.endLife()
 	waited := make(chan struct{})
 	go func() {
 		t.wg.Wait()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,6 +34,10 @@ type fakeLegacy struct {
 	end chan struct{}
 	// opened receives a value when a stream opens (dropped when full).
 	opened chan struct{}
+	// hold is a method whose POST the server never answers; held
+	// receives a value when one arrives.
+	hold string
+	held chan struct{}
 
 	mu       sync.Mutex
 	url      string
@@ -126,6 +131,11 @@ func (f *fakeLegacy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.hits = append(f.hits, hit{HTTP: "POST", RPC: m.Method})
 		f.mu.Unlock()
+		if m.Method != "" && m.Method == f.hold {
+			f.held <- struct{}{}
+			<-r.Context().Done() // the client gave the POST up
+			return
+		}
 		w.WriteHeader(http.StatusAccepted)
 		var res string
 		switch m.Method {
@@ -230,6 +240,45 @@ func TestSSE_StreamEnds(t *testing.T) {
 	}
 	if _, err := c.Call(callCtx(t), "tools/list", nil, nil); err == nil {
 		t.Error("Call succeeded after the stream ended")
+	}
+}
+
+// TestSSE_EndDuringPost checks that a POST the server never answers ends
+// when the transport does: closed, or its event stream ended by the
+// server. Through the default client the POST runs on the call's context
+// and the transport's h1.Group, which both ends close.
+func TestSSE_EndDuringPost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(*fakeLegacy, *Client) error
+	}{
+		{"Close", func(_ *fakeLegacy, c *Client) error { return c.Close(callCtx(t)) }},
+		{"the stream ends", func(f *fakeLegacy, _ *Client) error { close(f.end); return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeLegacy(t)
+			f.hold, f.held = "tools/call", make(chan struct{}, 1)
+			srv := f.start()
+			c := newTestClient(t, testServer("sse", srv.URL+"/sse"), ClientOptions{})
+			mustConnect(t, c)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{}`), nil)
+				errc <- err
+			}()
+			<-f.held
+			if err := tc.end(f, c); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-errc:
+				if err == nil {
+					t.Error("the call succeeded")
+				}
+			case <-time.After(waitLimit):
+				t.Fatal("the POST was still under way after the transport ended")
+			}
+		})
 	}
 }
 

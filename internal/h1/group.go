@@ -70,6 +70,15 @@ func (g *Group) isClosed() bool {
 	return g.closed
 }
 
+// groupErr is the error of a request of g (nil when it has none) that
+// failed with err: ErrGroupClosed when g was closed, which is why.
+func groupErr(g *Group, err error) error {
+	if g != nil && g.isClosed() {
+		return ErrGroupClosed
+	}
+	return err
+}
+
 // join records the exchange that c is about to carry, unless g is closed.
 func (g *Group) join(c *conn) bool {
 	g.mu.Lock()
@@ -135,10 +144,7 @@ func (t *Transport) fallback(req *http.Request) (*http.Response, error) {
 	resp, err := t.Fallback.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		release()
-		if g.isClosed() {
-			return nil, ErrGroupClosed
-		}
-		return nil, err
+		return nil, groupErr(g, err)
 	}
 	resp.Body = &heldBody{ReadCloser: resp.Body, release: release}
 	return resp, nil

@@ -104,10 +104,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if g != nil && g.isClosed() {
-			return nil, ErrGroupClosed
-		}
-		return nil, err
+		return nil, groupErr(g, err)
 	}
 	reuse := !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
@@ -658,8 +655,8 @@ func (b *body) Read(p []byte) (int, error) {
 		b.abandon()
 		if b.ctx.Err() != nil {
 			err = b.ctx.Err()
-		} else if g := groupOf(b.ctx); g != nil && g.isClosed() {
-			err = ErrGroupClosed
+		} else {
+			err = groupErr(groupOf(b.ctx), err)
 		}
 	}
 	return n, err

@@ -397,22 +397,10 @@ func (c *conn) close() { c.nc.Close() }
 
 // newConn returns the connection nc to addr, read and written with raw
 // system calls (package rawio) when nc has a descriptor, and through nc's
-// own methods when it has none (one a DialContext made).
-//
-// Raw, because package net's calls tell the runtime that a system call may
-// block: the runtime's sysmon thread then wakes (from its deep sleep after
-// an idle spell, on the first of them), and when a call outlasts its tick
-// (20 µs or more) and no other P is idle, it hands the call's P to another
-// thread. A write on loopback runs the receiver's side too, and wakes it;
-// on a CPU shared with the upstream the kernel often switches to the
-// upstream inside that write. Beside a lean upstream on one CPU at 64
-// sessions, mcpgw's work then moved between four threads, sysmon awake, 0.6
-// time slices per call; raw, on one thread with sysmon asleep, 0.2, and 16%
-// less CPU per call. (Beside the demo server, which spends 100-300 µs per
-// call on that CPU, raw cost 15% more: mcpgw, alone on its thread, sleeps
-// and is woken about once per call; see issue 10, BENCHMARKS.md.) A socket
-// here is never blocking, so a raw call holds its thread no longer than the
-// kernel's work.
+// own methods when it has none (one a DialContext made). Why raw, with
+// the numbers on both kinds of upstream: rawio's package comment. A
+// socket here is never blocking, so a raw call holds its thread no longer
+// than the kernel's work.
 func newConn(nc net.Conn, addr string) *conn {
 	c := &conn{nc: nc, addr: addr, fd: rawio.Conn(nc)}
 	c.cutFn = c.cut

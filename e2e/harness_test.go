@@ -30,7 +30,8 @@ func TestMain(m *testing.M) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "../cmd/mcpgw", "../examples/demo-server", "./fixtures/catalogserver", "./fixtures/relayserver", "./fixtures/taskserver")
+	args = append(args, "../cmd/mcpgw", "../examples/demo-server", "./fixtures/catalogserver", "./fixtures/relayserver", "./fixtures/taskserver",
+		"../cmd/mcpgw-bench", "./fixtures/leanecho")
 	cmd := exec.Command("go", args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -88,9 +89,16 @@ func (p *process) Stderr() string {
 // SIGKILL, and always reaps it.
 func start(t testing.TB, env []string, name string, args ...string) *process {
 	t.Helper()
-	trackSources()
 	cmd := exec.Command(bin(name), args...)
 	cmd.Env = env
+	return startCmd(t, name, cmd)
+}
+
+// startCmd is start for a command made elsewhere, such as a binary a test
+// built; name is for the test's log.
+func startCmd(t testing.TB, name string, cmd *exec.Cmd) *process {
+	t.Helper()
+	trackSources()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pipe, err := cmd.StderrPipe()
 	if err != nil {

@@ -33,6 +33,12 @@ def rounds: map(select(.via == "direct" or .via == "mcpgw")) | group_by(.case)
   | map(. as $runs | {case: $runs[0].case, pairs: [(map(.round // 1) | unique)[] as $n
       | ($runs | map(select((.round // 1) == $n))) as $r
       | {d: ($r | map(select(.via == "direct")) | first), m: ($r | map(select(.via == "mcpgw")) | first)}]});
+# added(via): for the runs of one case (all rounds), each round's p50
+# added by via over that round's direct run.
+def added(via): (map(.round // 1) | unique) as $rs | . as $runs
+  | $rs | map(. as $n | ($runs | map(select((.round // 1) == $n))) as $r
+      | ($r | map(select(.via == "direct")) | first) as $d | ($r | map(select(.via == via)) | first) as $v
+      | if $d == null or $v == null then "–" else r($v.latency_us.p50 - $d.latency_us.p50) end) | join(", ");
 . as $raw
 | collapse
 | group_by(.case) as $cases
@@ -41,7 +47,7 @@ def rounds: map(select(.via == "direct" or .via == "mcpgw")) | group_by(.case)
   ($cases[] | (map(select(.via == "direct")) | first) as $d
    | .[] | select(.idle == null)
    | (if .via == "direct" then (.watched.cpu_us_per_req // null) else .watched.cpu_us_per_req end) as $cpu
-   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" or .via == "relay" then ratio(.rps; $d.rps) elif .via == "direct" then "1×" else "–" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if (.via == "mcpgw" or .via == "relay") and $d != null then r(.latency_us.p50 - $d.latency_us.p50) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
+   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" or .via == "relay" or .via == "C relay" then ratio(.rps; $d.rps) elif .via == "direct" then "1×" else "–" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if (.via == "mcpgw" or .via == "relay" or .via == "C relay") and $d != null then r(.latency_us.p50 - $d.latency_us.p50) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
   "",
   ($cases[] | .[] | select(.idle != null)
    | "Idle: \(.sessions) sessions held open with their GET streams: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (opened in \(r(.idle.open_s)) s, \(.errors) errors)."),
@@ -66,3 +72,12 @@ def rounds: map(select(.via == "direct" or .via == "mcpgw")) | group_by(.case)
      (.[] | "- \(.case): ×direct \(.pairs | map(ratio(.m.rps; .d.rps)) | join(", "))"
         + (if .case | test("KiB payload stdio") then "; mcpgw's CPU as a share of its upstream's \(.pairs | map(pct(.m.watched.cpu_us_per_req; .m.watched.children_cpu_us_per_req)) | join(", "))" else "" end))
      end)
+  ,
+  ($raw | map(select(.via == "C relay") | .case) | unique) as $crelay
+  | if ($crelay | length) == 0 then empty else
+     "",
+     "The p50 added at one session in each round, by mcpgw and by the C relay floor (e2e/fixtures/crelay) in front of the same upstream:",
+     "",
+     ($crelay[] as $c | $raw | map(select(.case == $c))
+      | "- \($c): mcpgw \(added("mcpgw")) µs; the C relay \(added("C relay")) µs")
+     end

@@ -52,6 +52,13 @@ echo "building into $bin" >&2
 # not map libc (about 1.7 MiB of RSS).
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
 go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver ./e2e/fixtures/floorserver ./e2e/fixtures/relayfloor ./e2e/fixtures/leanecho
+# The C relay floor (e2e/fixtures/crelay), where there is a C compiler.
+crelay=
+if command -v cc >/dev/null; then
+  cc -O2 -o "$bin/crelay" e2e/fixtures/crelay/crelay.c && crelay=$bin/crelay
+else
+  echo "no C compiler (cc): the C relay floor is left out" >&2
+fi
 
 server_cpu=() load_cpu=()
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
@@ -155,6 +162,18 @@ start_gateway "  - {name: demo, transport: stdio, command: $bin/leanecho}"
 gwls_pid=$gw_pid gwls_url=$gw_url
 start_gateway "  - {name: demo, transport: http, url: $floor_url}"
 gwlh_pid=$gw_pid gwlh_url=$gw_url
+# The C relay floor in front of the lean stdio upstream: at one session,
+# its p50 added over the direct client is what the kernel and this machine
+# charge for the second hop (TCP instead of a pipe, one more process on
+# CPU 0), whatever a relay does; what mcpgw adds beyond it is its own.
+crl_pid=
+if [ -n "$crelay" ]; then
+  crl_port=$(free_port)
+  "${server_cpu[@]}" "$crelay" "$crl_port" "$bin/leanecho" 2>/dev/null &
+  crl_pid=$! crl_url=http://127.0.0.1:$crl_port/mcp
+  pids+=("$crl_pid")
+  wait_port "$crl_port"
+fi
 
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP (direct, mcpgw, the relay floor), echo over the lean upstreams, 64 KiB" >&2
@@ -168,6 +187,9 @@ for round in $(seq 1 "$ROUNDS"); do
     run "echo http, $s sessions" relay -url "$rfh_url" -sessions "$s" -tool mcp__demo__echo -watch "$rfh_pid"
     run "echo lean stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/leanecho"
     run "echo lean stdio, $s sessions" mcpgw -url "$gwls_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwls_pid"
+    if [ -n "$crl_pid" ] && [ "$s" = 1 ]; then
+      run "echo lean stdio, $s sessions" "C relay" -url "$crl_url" -sessions "$s" -tool echo -watch "$crl_pid"
+    fi
     run "echo lean http, $s sessions" direct -url "$floor_url" -sessions "$s" -tool echo -watch "$floor_pid"
     run "echo lean http, $s sessions" mcpgw -url "$gwlh_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwlh_pid"
   done
@@ -175,7 +197,7 @@ for round in $(seq 1 "$ROUNDS"); do
   run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gws_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gws_pid"
 done
 round=1
-for p in "$gws_pid" "$gwh_pid" "$gwls_pid" "$gwlh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid"; do stop "$p"; done
+for p in "$gws_pid" "$gwh_pid" "$gwls_pid" "$gwlh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid" $crl_pid; do stop "$p"; done
 
 echo "tools/list of $TOOLS tools" >&2
 names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)

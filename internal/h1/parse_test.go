@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -103,6 +104,10 @@ func TestParseRequest(t *testing.T) {
 		{"names in lower case", "POST /mcp HTTP/1.1\r\nhost: h\r\ncontent-type: a/b\r\nmcp-protocol-version: 2025-11-25\r\nx-odd-NAME: 1\r\ncontent-length: 2\r\n\r\n", true},
 		{"no body", "POST /mcp HTTP/1.1\r\nHost: h\r\n\r\n", true},
 		{"a query", "POST /mcp?x=1&y=%20 HTTP/1.1\r\nHost: h\r\n\r\n", true},
+		{"an escaped path", "POST /a%2Fb/%7E HTTP/1.1\r\nHost: h\r\n\r\n", true},
+		{"sub-delims in the path", "POST /a;b=c,d HTTP/1.1\r\nHost: h\r\n\r\n", true},
+		{"dot segments and a double slash", "POST //mcp/./a/../b_c-d~e HTTP/1.1\r\nHost: h\r\n\r\n", true},
+		{"a fragment", "POST /mcp#x HTTP/1.1\r\nHost: h\r\n\r\n", true},
 		{"values trimmed", "POST / HTTP/1.1\r\nHost: \t h \t\r\nA:  b c \t\r\nB:\r\n\r\n", true},
 		{"a name twice", "POST / HTTP/1.1\r\nHost: h\r\nAccept: a\r\naccept: b\r\nAccept: c\r\n\r\n", true},
 		{"Content-Length twice, same", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length:  5 \r\n\r\n", true},
@@ -146,6 +151,43 @@ func TestParseRequest(t *testing.T) {
 				t.Errorf("parseRequest took it: %v, want %v", took, tt.take)
 			}
 		})
+	}
+}
+
+// TestPlainPath holds plainPath to url.ParseRequestURI on the targets it
+// takes, and checks that it leaves the others to it.
+func TestPlainPath(t *testing.T) {
+	tests := []struct {
+		uri   string
+		plain bool
+	}{
+		{"/", true},
+		{"/mcp", true},
+		{"//mcp/./a/../b_c-d~e.F9", true},
+		{"/a%2Fb", false},
+		{"/mcp?x=1", false},
+		{"/mcp?", false},
+		{"/mcp#f", false},
+		{"/a;b", false},
+		{"/a:b", false},
+		{"/caf\xc3\xa9", false},
+	}
+	for _, tt := range tests {
+		u := plainPath(tt.uri)
+		if (u != nil) != tt.plain {
+			t.Errorf("plainPath(%q) = %v, want plain %v", tt.uri, u, tt.plain)
+			continue
+		}
+		if u == nil {
+			continue
+		}
+		want, err := url.ParseRequestURI(tt.uri)
+		if err != nil {
+			t.Fatalf("ParseRequestURI(%q): %v", tt.uri, err)
+		}
+		if *u != *want {
+			t.Errorf("plainPath(%q) = %#v, ParseRequestURI gives %#v", tt.uri, *u, *want)
+		}
 	}
 }
 

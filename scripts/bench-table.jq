@@ -14,8 +14,15 @@ def median: map(select(. != null)) | sort
 # runs, with the rounds' medians; errors are summed. Peak RSS is the first
 # round's: it is the process's peak since it started (VmHWM), and in later
 # rounds that includes the larger cases of the rounds before.
-def collapse: to_entries | map(.value + {order: .key}) | group_by([.case, .via]) | map(
+# p50_added is the median over the rounds of each round's p50 less that
+# of the round's direct run of the case: a round the machine slowed
+# slows both, and a difference of the medians would pair runs of
+# different rounds.
+def collapse: . as $all | to_entries | map(.value + {order: .key}) | group_by([.case, .via]) | map(
   . as $runs | $runs[0] + {
+    p50_added: ([$runs[] | select(.via != "direct") | . as $v
+      | ($all | map(select(.case == $v.case and .via == "direct" and (.round // 1) == ($v.round // 1))) | first) as $d
+      | if $d == null then empty else $v.latency_us.p50 - $d.latency_us.p50 end] | median),
     rounds: length,
     rps: (map(.rps) | median),
     latency_us: (($runs[0].latency_us // {}) + {p50: (map(.latency_us.p50) | median), p99: (map(.latency_us.p99) | median)}),
@@ -47,7 +54,7 @@ def added(via): (map(.round // 1) | unique) as $rs | . as $runs
   ($cases[] | (map(select(.via == "direct")) | first) as $d
    | .[] | select(.idle == null)
    | (if .via == "direct" then (.watched.cpu_us_per_req // null) else .watched.cpu_us_per_req end) as $cpu
-   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" or .via == "relay" or .via == "C relay" then ratio(.rps; $d.rps) elif .via == "direct" then "1×" else "–" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if (.via == "mcpgw" or .via == "relay" or .via == "C relay") and $d != null then r(.latency_us.p50 - $d.latency_us.p50) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
+   | "| \(.case) | \(.via) | \(r(.rps)) | \(if .via == "mcpgw" or .via == "relay" or .via == "C relay" then ratio(.rps; $d.rps) elif .via == "direct" then "1×" else "–" end) | \(r(.latency_us.p50)) | \(r(.latency_us.p99)) | \(if (.via == "mcpgw" or .via == "relay" or .via == "C relay") and $d != null then r(.p50_added // (.latency_us.p50 - $d.latency_us.p50)) else "–" end) | \(r($cpu)) | \(r(.watched.children_cpu_us_per_req)) | \(r(.watched.peak_rss_mib)) | \(.errors) |"),
   "",
   ($cases[] | .[] | select(.idle != null)
    | "Idle: \(.sessions) sessions held open with their GET streams: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (opened in \(r(.idle.open_s)) s, \(.errors) errors)."),
@@ -73,11 +80,13 @@ def added(via): (map(.round // 1) | unique) as $rs | . as $runs
         + (if .case | test("KiB payload stdio") then "; mcpgw's CPU as a share of its upstream's \(.pairs | map(pct(.m.watched.cpu_us_per_req; .m.watched.children_cpu_us_per_req)) | join(", "))" else "" end))
      end)
   ,
-  ($raw | map(select(.via == "C relay") | .case) | unique) as $crelay
-  | if ($crelay | length) == 0 then empty else
+  ($raw | map(select(.case | test(", 1 sessions$"))) | group_by(.case)
+   | map(select(any(.[]; .via == "mcpgw") and (map(.round // 1) | unique | length) > 1))) as $one
+  | if ($one | length) == 0 then empty else
      "",
-     "The p50 added at one session in each round, by mcpgw and by the C relay floor (e2e/fixtures/crelay) in front of the same upstream:",
+     "The p50 added at one session in each round (the table gives their median), by mcpgw and by the relay floors in front of the same upstream:",
      "",
-     ($crelay[] as $c | $raw | map(select(.case == $c))
-      | "- \($c): mcpgw \(added("mcpgw")) µs; the C relay \(added("C relay")) µs")
+     ($one[] | "- \(.[0].case): mcpgw \(added("mcpgw")) µs"
+        + (if any(.[]; .via == "relay") then "; the relay floor \(added("relay")) µs" else "" end)
+        + (if any(.[]; .via == "C relay") then "; the C relay \(added("C relay")) µs" else "" end))
      end

@@ -33,7 +33,7 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 		return res, err
 	}
 	req.toolResult = toolResultFacts{}
-	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, &rename)
+	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, &rename, onlyCall)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) 
 	}
 	var buf [64]byte
 	rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(buf[:0], ref.Name)}
-	body, err := s.forward(ctx, req, ref.Server, "prompts/get", req.Params, &rename)
+	body, err := s.forward(ctx, req, ref.Server, "prompts/get", req.Params, &rename, onlyCall)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (s *Server) complete(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, invalidParams("completion/complete params must be a JSON object")
 	}
-	body, err := s.forward(ctx, req, server, "completion/complete", params, nil)
+	body, err := s.forward(ctx, req, server, "completion/complete", params, nil, onlyCall)
 	if err != nil {
 		return nil, err
 	}

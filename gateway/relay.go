@@ -44,6 +44,7 @@ var errURLElicitation = errors.New("URL-mode elicitation is not relayed from a s
 type callTimer struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	shared bool // ctx is the request's own, not the timer's (newCallTimer)
 
 	mu        sync.Mutex
 	timer     *time.Timer
@@ -52,10 +53,20 @@ type callTimer struct {
 	paused    int
 }
 
-func newCallTimer(parent context.Context, d time.Duration) *callTimer {
-	ctx, cancel := context.WithCancelCause(parent)
-	t := &callTimer{ctx: ctx, cancel: cancel, deadline: time.Now().Add(d)}
-	t.timer = time.AfterFunc(d, func() { cancel(errCallTimeout) })
+// newCallTimer starts the clock of a call made under parent. With a nil
+// cancel the call gets a context of its own, a child of parent, which the
+// timer ends. A call that is its request's only one may be given the
+// request's own cancel (Request.Cancel) instead: the timer then ends
+// parent itself, and the call runs on parent. That saves a context per
+// call, its cancel func, parent's children map and a done channel (4 of
+// the 58 allocations of a relayed call, issue 10); the edge that gave the
+// cancel still answers by what Handle returns.
+func newCallTimer(parent context.Context, cancel context.CancelCauseFunc, d time.Duration) *callTimer {
+	t := &callTimer{ctx: parent, cancel: cancel, shared: cancel != nil, deadline: time.Now().Add(d)}
+	if !t.shared {
+		t.ctx, t.cancel = context.WithCancelCause(parent)
+	}
+	t.timer = time.AfterFunc(d, func() { t.cancel(errCallTimeout) })
 	return t
 }
 
@@ -80,9 +91,13 @@ func (t *callTimer) resume() {
 	}
 }
 
+// stop ends the clock, and the call's own context; a shared one is the
+// request's, which goes on.
 func (t *callTimer) stop() {
 	t.timer.Stop()
-	t.cancel(nil)
+	if !t.shared {
+		t.cancel(nil)
+	}
 }
 
 // relay holds what the core relays between clients and servers beyond

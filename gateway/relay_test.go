@@ -454,3 +454,72 @@ func metaOf(params json.RawMessage) json.RawMessage {
 	meta, _, _ := rawjson.Get(params, "_meta")
 	return meta
 }
+
+// TestRelay_RequestCancel checks a call whose edge gives the request's
+// cancel (Request.Cancel): its timeout ends the request's own context,
+// with the timer's cause, and still answers with the timeout's error; an
+// answered call leaves that context alone; a refused URL-mode elicitation
+// is refused, not dropped. Without Cancel the request's context is never
+// ended by the core.
+func TestRelay_RequestCancel(t *testing.T) {
+	url := `{"mode":"url","message":"Sign in","url":"https://x.example/auth","elicitationId":"up-1"}`
+	tests := []struct {
+		name      string
+		server    *upstreamtest.Server
+		shared    bool
+		wantCode  int   // 0: answered
+		wantCause error // of the request's context once Handle returns
+	}{
+		{"timeout, shared", blockingServer(), true, CodeUpstreamTimeout, errCallTimeout},
+		{"timeout, own context", blockingServer(), false, CodeUpstreamTimeout, nil},
+		{"answered, shared", textServer(), true, 0, nil},
+		{"answered, own context", textServer(), false, 0, nil},
+		{"URL elicitation refused, shared", inputServer("s", "elicitation/create", url, ""), true, CodeInputRefused, errURLElicitation},
+		{"URL elicitation refused, own context", inputServer("s", "elicitation/create", url, ""), false, CodeInputRefused, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newCore(t, upstreamtest.NewManager(tt.server), Options{CallTimeout: time.Second})
+				ctx, cancel := context.WithCancelCause(context.Background())
+				defer cancel(nil)
+				req := &Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__t"}`), Session: "x",
+					Client: Client{Capabilities: json.RawMessage(`{"elicitation":{"url":{}}}`)},
+					Input: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+						return json.RawMessage(`{"action":"accept"}`), nil
+					}}
+				if tt.shared {
+					req.Cancel = cancel
+				}
+				res, err := s.Handle(ctx, req)
+				if tt.wantCode == 0 {
+					if err != nil || res == nil {
+						t.Fatalf("Handle = %v, %v; want an answer", res, err)
+					}
+				} else {
+					assertCode(t, err, tt.wantCode, "")
+				}
+				if got := context.Cause(ctx); got != tt.wantCause {
+					t.Errorf("the request's context ended with %v, want %v", got, tt.wantCause)
+				}
+			})
+		})
+	}
+}
+
+// blockingServer's tool answers when its call's context ends.
+func blockingServer() *upstreamtest.Server {
+	return &upstreamtest.Server{Name: "s", Tools: raws(tool),
+		Handle: func(ctx context.Context, _ string, _ json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}}
+}
+
+// textServer's tool answers at once.
+func textServer() *upstreamtest.Server {
+	return &upstreamtest.Server{Name: "s", Tools: raws(tool),
+		Handle: func(context.Context, string, json.RawMessage, *upstream.CallHooks) (json.RawMessage, error) {
+			return json.RawMessage(`{"content":[{"type":"text","text":"hi"}]}`), nil
+		}}
+}

@@ -57,6 +57,14 @@ type Request struct {
 	// ID is the JSON-RPC id of the request as sent, for its span; "" if
 	// the edge does not say.
 	ID string
+	// Cancel, when not nil, ends the context the edge gives Handle for
+	// this request (its own, made for it) with a cause. The core may then
+	// end that context itself, with a cause of its own, when the request's
+	// only upstream call times out, instead of giving the call a context
+	// of its own (see newCallTimer). The edge answers by what Handle
+	// returns, whatever its context's cause: a timed-out call returns its
+	// error. Nil: the core leaves the request's context alone.
+	Cancel context.CancelCauseFunc
 
 	// toolName is the exposed name of a tools/call's tool, once read.
 	toolName string

@@ -150,7 +150,7 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	body, err := s.forward(ctx, req, server, "resources/read", params, nil)
+	body, err := s.forward(ctx, req, server, "resources/read", params, nil, onlyCall)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func (s *Server) subscribe(ctx context.Context, req *Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.forward(ctx, req, server, "resources/subscribe", params, nil); err != nil {
+		if _, err := s.forward(ctx, req, server, "resources/subscribe", params, nil, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -428,7 +428,7 @@ func (s *Server) unsubscribe(ctx context.Context, req *Request) (*Result, error)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.forward(ctx, req, server, "resources/unsubscribe", params, nil); err != nil {
+		if _, err := s.forward(ctx, req, server, "resources/unsubscribe", params, nil, 0); err != nil {
 			return nil, err
 		}
 	}

@@ -691,7 +691,7 @@ func (s *Server) timeout(server string) time.Duration {
 //
 // The edited params are built in a pooled buffer, given back once the call
 // is over: Upstreams.Call keeps nothing of them.
-func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit) (json.RawMessage, error) {
+func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit, mode forwardMode) (json.RawMessage, error) {
 	var buf []byte
 	if len(params) >= minPooledParams {
 		buf = paramBuffers.Get(editRoom(params, rename))
@@ -703,8 +703,21 @@ func (s *Server) forward(ctx context.Context, req *Request, server, method strin
 		return nil, err
 	}
 	defer forget()
-	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0, true)
+	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0, mode|adoptAnswer)
 }
+
+// forwardMode says how forwardAs makes a call.
+type forwardMode uint8
+
+const (
+	// adoptAnswer gives the request the pooled buffer of the upstream's
+	// answer (CallHooks.Adopt), which Handle moves to the Result.
+	adoptAnswer forwardMode = 1 << iota
+	// onlyCall says the call is the only one its request makes upstream:
+	// its timeout may then end the request's own context, through
+	// Request.Cancel where the edge gives one (see newCallTimer).
+	onlyCall
+)
 
 // paramBuffers hold the params forward edits: a tool call's arguments can
 // be large. Smaller params than minPooledParams cost less to allocate, and
@@ -727,11 +740,15 @@ func editRoom(params json.RawMessage, rename *rawjson.Edit) int {
 // forwardAs is forward to the upstream session of who, with params whose
 // progress token is already the gateway's, bounded by timeout instead of
 // the call timeout when timeout is positive.
-func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration, adopt bool) (json.RawMessage, error) {
+func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration, mode forwardMode) (json.RawMessage, error) {
 	if timeout <= 0 {
 		timeout = s.timeout(server)
 	}
-	timer := newCallTimer(ctx, timeout)
+	var shared context.CancelCauseFunc
+	if mode&onlyCall != 0 {
+		shared = req.Cancel
+	}
+	timer := newCallTimer(ctx, shared, timeout)
 	defer timer.stop()
 	hooks := &upstream.CallHooks{
 		Notify:     func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
@@ -739,7 +756,7 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		Header:     req.Header,
 		ToolResult: (*toolResultReader)(req),
 	}
-	if adopt {
+	if mode&adoptAnswer != 0 {
 		hooks.Adopt = func(release func()) { req.releases = append(req.releases, release) }
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
@@ -773,13 +790,15 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		return nil, jsonrpc.NewError(CodeRateLimited,
 			fmt.Sprintf("server %q has as many upstream sessions as its pool allows (%d) and all are busy; try again later", server, full.Max),
 			errorData{Server: server})
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
+	// The timer's causes before ctx's end: when the timer shares the
+	// request's context, its end is ctx's too.
 	case errors.Is(cause, errURLElicitation):
 		return nil, refusedURLElicitation(server)
 	case errors.Is(cause, errCallTimeout):
 		s.logger.Warn("upstream call timed out", "server", server, "method", method, "timeout", timeout)
 		return nil, timedOut(server, method, timeout)
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
 	default:
 		s.logger.Warn("upstream call failed", "server", server, "method", method, "err", err)
 		return nil, unavailable(server, string(upstream.StateRunning), fmt.Sprintf("the call failed: %v", err))

@@ -367,7 +367,7 @@ func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, pa
 	if err != nil {
 		return nil, err
 	}
-	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0, false)
+	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0, 0)
 	if err != nil {
 		forget()
 		return nil, err
@@ -449,7 +449,7 @@ func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
 	if rec.Hosted || terminal(rec.Status) {
 		return complete(taskJSON(rec)), nil
 	}
-	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, false)
+	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, 0)
 	if err != nil {
 		var jerr *jsonrpc.Error
 		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
@@ -491,7 +491,7 @@ func (s *Server) tasksCancel(ctx context.Context, req *Request) (*Result, error)
 		}
 		return complete(taskJSON(rec)), nil
 	}
-	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/cancel", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, false)
+	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/cancel", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -577,7 +577,7 @@ func (s *Server) keepResultLater(rec store.Task) {
 // to req's client meanwhile), and keeps what it answers in the record.
 func (s *Server) fetchResult(ctx context.Context, req *Request, rec store.Task, timeout time.Duration) (store.Task, *Result, error) {
 	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/result",
-		mustJSON(map[string]string{"taskId": rec.UpstreamID}), timeout, false)
+		mustJSON(map[string]string{"taskId": rec.UpstreamID}), timeout, 0)
 	var jerr *jsonrpc.Error
 	switch {
 	case errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams && rec.Status == taskCompleted:
@@ -741,7 +741,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 		return nil, err
 	}
 	defer forget()
-	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0, false)
+	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -774,7 +774,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 			cancelUpstream("the task's deadline passed")
 			return nil, timedOut(ref.Server, "tools/call", time.Until(deadline)+time.Since(rec.CreatedAt))
 		}
-		got, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/get", taskParams, 0, false)
+		got, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/get", taskParams, 0, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				cancelUpstream("the client cancelled the call")
@@ -786,7 +786,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 	}
 	// Terminal, or input_required: tasks/result returns the result, and
 	// relays the server's input requests onto this call's stream.
-	res, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/result", taskParams, time.Until(deadline), false)
+	res, err := s.forwardAs(ctx, req, ref.Server, who, "tasks/result", taskParams, time.Until(deadline), 0)
 	if err != nil {
 		if ctx.Err() != nil {
 			cancelUpstream("the client cancelled the call")
@@ -848,6 +848,7 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 	// the server's input requests wait for a tasks/result to answer them.
 	bgReq := *req
 	bgReq.Params = params // a copy: req's may be reused once Handle returns
+	bgReq.Cancel = nil    // the task outlives the request's context
 	bgReq.Notify = req.SessionNotify
 	bgReq.Input = func(ictx context.Context, method string, p json.RawMessage) (json.RawMessage, error) {
 		return s.hostedInput(ictx, rec.ID, lt, method, p)
@@ -857,7 +858,7 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 		defer s.tasks.bg.Done()
 		defer cancel()
 		defer close(lt.done)
-		body, err := s.forwardAs(runCtx, &bgReq, ref.Server, upstream.Caller{Principal: req.Principal, Session: req.Session}, "tools/call", params, ttl, false)
+		body, err := s.forwardAs(runCtx, &bgReq, ref.Server, upstream.Caller{Principal: req.Principal, Session: req.Session}, "tools/call", params, ttl, 0)
 		s.tasks.mu.Lock()
 		s.tasks.hosted[o]--
 		if s.tasks.hosted[o] <= 0 {

@@ -385,6 +385,25 @@ func TestCancel(t *testing.T) {
 	waitFor(t, "the call to leave the session", func() bool { return e.h.Sessions()[0].InFlight == 0 })
 }
 
+// TestCallTimeoutIsAnswered checks that a call the core times out is
+// answered with the timeout's error: the core ends the call's context,
+// which is the edge's own (gateway.Request.Cancel), with a cause of its
+// own, and the edge answers by what the core returns.
+func TestCallTimeoutIsAnswered(t *testing.T) {
+	e := newEnvCore(t, Options{}, gateway.Options{CallTimeout: 100 * time.Millisecond})
+	sid := e.initialize(V20251125)
+	resp := e.post(sid, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"mcp__a__block","arguments":{}}}`)
+	ctx := <-e.fake.started
+	m := lastMessage(t, resp)
+	if string(m.ID) != "9" || m.Error == nil || m.Error.Code != gateway.CodeUpstreamTimeout {
+		t.Fatalf("answer %s %+v, want id 9 and error %d", m.ID, m.Error, gateway.CodeUpstreamTimeout)
+	}
+	if err := context.Cause(ctx); err == nil || err.Error() != "timeout" {
+		t.Errorf("the upstream call's context ended with %v, want the timeout", err)
+	}
+	waitFor(t, "the call to leave the session", func() bool { return e.h.Sessions()[0].InFlight == 0 })
+}
+
 // TestDropIsNotCancel checks that a dropped connection leaves the call
 // running, and that GET with Last-Event-ID then resumes its stream: live
 // while the call runs, replayed once it finished.

@@ -345,6 +345,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 		Client:    gateway.Client{ProtocolVersion: s.version, Capabilities: s.caps, Info: s.info},
 		BaseURL:   c.baseURL,
 		Header:    c.header,
+		Cancel:    c.cancel, // run answers by what Handle returns, whatever the cause
 		// What outlives the request (resources/updated after a subscribe)
 		// goes on the session's standalone GET stream, like list_changed.
 		SessionNotify: func(method string, params json.RawMessage) {

@@ -636,7 +636,8 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	q := &queuedLine{b: b, done: make(chan error, 1)}
+	q := queuedLines.Get().(*queuedLine)
+	q.b = b
 	t.qmu.Lock()
 	t.queue = append(t.queue, q)
 	t.qmu.Unlock()
@@ -648,6 +649,7 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 		t.flush(ctx)
 		select {
 		case err := <-q.done:
+			q.release()
 			return err
 		default: // left queued behind a full write: as below
 		}
@@ -656,20 +658,28 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	for {
 		select {
 		case err := <-q.done:
+			q.release()
 			return err
 		case t.wmu <- struct{}{}:
 			t.flush(ctx)
 			continue
 		case <-ctx.Done():
-			reuse = t.dequeue(q) // else a writer may be writing it now
+			// Else a writer may be writing it now, and will send its
+			// outcome: neither the line nor q can be reused.
+			if reuse = t.dequeue(q); reuse {
+				q.release()
+			}
 			return ctx.Err()
 		case <-t.stopCh:
 		case <-t.exited:
 		}
 		if t.dequeue(q) {
+			q.release()
 			return t.connErr()
 		}
-		return <-q.done // a writer has it; its outcome comes
+		err := <-q.done // a writer has it; its outcome comes
+		q.release()
+		return err
 	}
 }
 
@@ -684,6 +694,20 @@ const maxPooledLine = 256 << 10
 type queuedLine struct {
 	b    []byte
 	done chan error // buffered 1
+}
+
+// queuedLines are the queuedLines of sends that are over, with their
+// channels empty: two of the allocations of every call to a stdio server
+// (issue 10). A writer hands a line its outcome last: once its sender
+// has the outcome, or took the line off the queue unsent, no one else
+// holds it.
+var queuedLines = sync.Pool{New: func() any { return &queuedLine{done: make(chan error, 1)} }}
+
+// release gives q back to queuedLines, for a sender that has its outcome
+// or took it off the queue.
+func (q *queuedLine) release() {
+	q.b = nil
+	queuedLines.Put(q)
 }
 
 // dequeue takes q out of the queue, reporting whether it was still there
@@ -763,11 +787,19 @@ func (t *stdioTransport) flush(ctx context.Context) {
 	}
 	if ctx.Err() != nil && t.track() {
 		rest := bytes.Clone(buf[n:])
-		written := 0
+		// The lines written whole get their outcome now, and the others
+		// once the rest is: lines is cut to those before any outcome is
+		// sent, since a line's sender may reuse it once it has its own.
+		written, whole := 0, 0
 		for _, l := range lines {
-			if written += len(l.b); written <= n {
-				l.done <- nil
+			if written += len(l.b); written > n {
+				break
 			}
+			whole++
+		}
+		left := lines[whole:]
+		for _, l := range lines[:whole] {
+			l.done <- nil
 		}
 		go func() {
 			defer t.wg.Done()
@@ -775,11 +807,8 @@ func (t *stdioTransport) flush(ctx context.Context) {
 			if err != nil {
 				err = t.writeErr(err)
 			}
-			written := 0
-			for _, l := range lines {
-				if written += len(l.b); written > n {
-					l.done <- err
-				}
+			for _, l := range left {
+				l.done <- err
 			}
 			<-t.wmu
 		}()

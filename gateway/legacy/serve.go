@@ -465,24 +465,22 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 		writeJSON(w, http.StatusOK, msg)
 		return
 	}
-	// Guarded by s.mu: whether the answer is JSON (decided once the
+	// Guarded by s.mu: whether the answer is JSON (c.decided once the
 	// response is in without a stream), and the stream's writer.
-	decided := false
-	var written chan struct{}
 	openLocked := func() *stream {
-		if c.st == nil && !decided {
+		if c.st == nil && !c.decided {
 			st := s.newStreamLocked(1)
 			c.st = st
 			if s.version == V20251125 {
 				h.appendLocked(st, nil) // the priming event
 			}
 			att := s.attachLocked(st)
-			written = make(chan struct{})
+			c.written = make(chan struct{})
 			go func(done chan struct{}) {
 				defer close(done)
 				startSSE(w)
 				h.pump(r.Context(), newResponseSink(w, h.opts.WriteTimeout), s, st, att, 0)
-			}(written)
+			}(c.written)
 		}
 		return c.st
 	}
@@ -496,8 +494,8 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 	msg := h.run(s, c, m.Params, openLocked)
 	t.Stop()
 	s.mu.Lock()
-	decided = true
-	st, done := c.st, written
+	c.decided = true
+	st, done := c.st, c.written
 	if st != nil {
 		h.finishLocked(st, msg)
 	}

@@ -71,6 +71,12 @@ type call struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	st     *stream // the stream it is answered on; nil when answered as JSON
+	// Under the session's mu, for request: decided is set once the
+	// answer is in (JSON when st is still nil), and written is closed
+	// once the stream's writer is done. Fields, not variables its
+	// closures capture: two allocations fewer per call (issue 10).
+	decided bool
+	written chan struct{}
 	// baseURL is the gateway's URL as the client reached it through a
 	// trusted proxy, or "" (see forwardedBaseURL).
 	baseURL string

@@ -470,20 +470,41 @@ func sessionGone(code int, body []byte, sentSession bool) bool {
 	return false
 }
 
+// lifetime is what an HTTP or SSE transport's work lives within, ended
+// once, by end: ctx ends its background work and the exchanges through a
+// client other than the default (followingBoth), group the exchanges
+// through the default client (exchange).
+type lifetime struct {
+	ctx   context.Context
+	stop  context.CancelFunc
+	group h1.Group
+}
+
+func newLifetime() *lifetime {
+	ctx, stop := context.WithCancel(context.Background())
+	return &lifetime{ctx: ctx, stop: stop}
+}
+
+// end ends l's background work and its exchanges under way.
+func (l *lifetime) end() {
+	l.stop()
+	l.group.Close()
+}
+
 // exchange returns the context of one HTTP exchange: it ends when ctx
 // ends or when life ends, and cancel ends it too (after detach, which
 // stops following ctx, for a body drained after the caller has gone).
-// The transport closes g whenever it ends life.
 //
 // Through the default client, whose transport is internal/h1's, it is
-// ctx itself, carrying g: detach and cancel then do nothing, and a body
-// the caller leaves unread ends with ctx (release closes it). Any other
-// client gets a context of its own per exchange (followingBoth).
-func (p *peer) exchange(ctx context.Context, g *h1.Group, life context.Context) (rctx context.Context, detach, cancel func()) {
+// ctx itself, carrying life's group: detach and cancel then do nothing,
+// and a body the caller leaves unread ends with ctx (release closes it).
+// Any other client gets a context of its own per exchange
+// (followingBoth).
+func (p *peer) exchange(ctx context.Context, life *lifetime) (rctx context.Context, detach, cancel func()) {
 	if p.hc == defaultHTTPClient {
-		return h1.WithGroup(ctx, g), doNothing, doNothing
+		return h1.WithGroup(ctx, &life.group), doNothing, doNothing
 	}
-	return followingBoth(ctx, life)
+	return followingBoth(ctx, life.ctx)
 }
 
 func doNothing() {}
@@ -602,11 +623,7 @@ type httpTransport struct {
 
 	// life is the lifetime of background work (the GET stream, resumes,
 	// drains) and of sends in flight; close ends it.
-	life     context.Context
-	stopLife context.CancelFunc
-	// group ends the exchanges through the default client (exchange)
-	// when close closes it, as life ends the others'.
-	group    h1.Group
+	life     *lifetime
 	wg       sync.WaitGroup
 	doneCh   chan struct{}
 	closeErr error // set before doneCh is closed
@@ -635,7 +652,6 @@ type sharedHeader struct {
 var _ transport = (*httpTransport)(nil)
 
 func newHTTPTransport(srv config.Server, opts *ClientOptions) transport {
-	life, stop := context.WithCancel(context.Background())
 	idle := opts.StreamIdleTimeout
 	switch {
 	case idle == 0:
@@ -644,11 +660,10 @@ func newHTTPTransport(srv config.Server, opts *ClientOptions) transport {
 		idle = 0
 	}
 	return &httpTransport{
-		peer:     newPeer(srv, opts, config.TransportHTTP),
-		idle:     idle,
-		life:     life,
-		stopLife: stop,
-		doneCh:   make(chan struct{}),
+		peer:   newPeer(srv, opts, config.TransportHTTP),
+		idle:   idle,
+		life:   newLifetime(),
+		doneCh: make(chan struct{}),
 	}
 }
 
@@ -742,7 +757,7 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		// starts over with an initialize without a session id).
 		sid, version = "", ""
 	}
-	rctx, detach, cancel := t.exchange(ctx, &t.group, t.life)
+	rctx, detach, cancel := t.exchange(ctx, t.life)
 	req, err := t.bareRequest(rctx, http.MethodPost, t.rawURL, body)
 	if err != nil {
 		cancel()
@@ -841,7 +856,7 @@ func (t *httpTransport) abortErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if t.life.Err() != nil {
+	if t.life.ctx.Err() != nil {
 		return errTransportClosed
 	}
 	return t.netError(err)
@@ -954,7 +969,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case t.life.Err() != nil:
+			case t.life.ctx.Err() != nil:
 				return errTransportClosed
 			case errors.Is(err, sse.ErrTooLarge):
 				return fmt.Errorf("server sent an event larger than the limit of %d bytes (max_response_body)", t.max)
@@ -980,7 +995,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 		}
 		wait := min(st.retry, maxRetryWait)
 		t.logger.Debug("resuming the response stream", "in", wait, "attempt", misses)
-		if !sleep(ctx, wait) || t.life.Err() != nil {
+		if !sleep(ctx, wait) || t.life.ctx.Err() != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -996,7 +1011,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 				// so the Client must not send it again. The next call
 				// initializes a new session.
 				return errors.New("the upstream session expired before the server answered")
-			case ctx.Err() != nil, t.life.Err() != nil:
+			case ctx.Err() != nil, t.life.ctx.Err() != nil:
 				return err
 			case errors.As(err, &se) && (se.Code == http.StatusMethodNotAllowed || se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):
 				return fmt.Errorf("server closed the response stream before answering, and resuming it failed: %w", err)
@@ -1033,7 +1048,7 @@ func (t *httpTransport) readEvents(body io.Reader, id jsonrpc.ID, st *streamStat
 
 // resume asks for the rest of a response stream: GET with Last-Event-ID.
 func (t *httpTransport) resume(ctx context.Context, lastID, sid, version string) (body io.ReadCloser, detach, cancel func(), err error) {
-	rctx, detach, cancel := t.exchange(ctx, &t.group, t.life)
+	rctx, detach, cancel := t.exchange(ctx, t.life)
 	req, err := t.newRequest(rctx, http.MethodGet, t.rawURL, nil, sid, version)
 	if err != nil {
 		cancel()
@@ -1079,7 +1094,7 @@ func (t *httpTransport) ready(context.Context) {
 	}
 	version := t.version
 	sid := t.sessionID
-	ctx, stop := context.WithCancel(t.life)
+	ctx, stop := context.WithCancel(t.life.ctx)
 	prev := t.get
 	t.get = stop
 	t.wg.Add(1)
@@ -1192,8 +1207,7 @@ func (t *httpTransport) close(ctx context.Context) error {
 	t.get = nil
 	t.mu.Unlock()
 
-	t.stopLife()
-	t.group.Close()
+	t.life.end()
 	if sid != "" {
 		t.deleteSession(ctx, sid, version)
 	}

@@ -92,7 +92,7 @@ func TestPostHeader(t *testing.T) {
 		ForwardHeaders: []string{"X-Tenant"},
 	}
 	tr := newHTTPTransport(srv, &ClientOptions{HTTPClient: defaultHTTPClient}).(*httpTransport)
-	defer tr.stopLife()
+	defer tr.life.end()
 	bg := context.Background()
 	base := http.Header{
 		"Authorization":        {"Bearer " + testAPIKey},
@@ -141,7 +141,7 @@ func TestPostHeader(t *testing.T) {
 	// Through a client of its own (which may add to a request's header)
 	// nothing is shared.
 	other := newHTTPTransport(srv, &ClientOptions{HTTPClient: &http.Client{}}).(*httpTransport)
-	defer other.stopLife()
+	defer other.life.end()
 	if a, b := other.postHeader(bg, "s1", "2025-11-25", nil), other.postHeader(bg, "s1", "2025-11-25", nil); same(a, b) || !reflect.DeepEqual(a, base) {
 		t.Errorf("own client: shared %v, header %v", same(a, b), a)
 	}
@@ -170,7 +170,7 @@ func TestReadJSON(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := newHTTPTransport(config.Server{Name: "fake", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp"},
 				&ClientOptions{HTTPClient: defaultHTTPClient, MaxMessageBytes: tt.max}).(*httpTransport)
-			defer tr.stopLife()
+			defer tr.life.end()
 			var got []string
 			tr.recv = func(m *jsonrpc.Message, _ related) { got = append(got, string(m.ID.String())) }
 			var before, after runtime.MemStats

@@ -27,7 +27,6 @@ import (
 	"gopkg.in/cenkalti/backoff.v1"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/h1"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -36,9 +35,7 @@ type sseTransport struct {
 	peer
 	recv func(*jsonrpc.Message, related)
 
-	life       context.Context // the event stream's lifetime, and the POSTs'
-	stopLife   context.CancelFunc
-	group      h1.Group // ends the POSTs through the default client with life (exchange)
+	life       *lifetime // the event stream's, and the POSTs'
 	wg         sync.WaitGroup
 	endpointCh chan struct{} // closed once the endpoint is known
 	doneCh     chan struct{}
@@ -54,11 +51,9 @@ type sseTransport struct {
 var _ transport = (*sseTransport)(nil)
 
 func newSSETransport(srv config.Server, opts *ClientOptions) transport {
-	life, stop := context.WithCancel(context.Background())
 	return &sseTransport{
 		peer:       newPeer(srv, opts, config.TransportSSE),
-		life:       life,
-		stopLife:   stop,
+		life:       newLifetime(),
 		endpointCh: make(chan struct{}),
 		doneCh:     make(chan struct{}),
 	}
@@ -95,8 +90,8 @@ func (t *sseTransport) start(ctx context.Context, recv func(m *jsonrpc.Message, 
 	}
 	go func() {
 		defer t.wg.Done()
-		err := c.SubscribeWithContext(t.life, "", func(ev *r3sse.Event) { t.handle(base, ev) })
-		if t.life.Err() != nil {
+		err := c.SubscribeWithContext(t.life.ctx, "", func(ev *r3sse.Event) { t.handle(base, ev) })
+		if t.life.ctx.Err() != nil {
 			return // close ends the transport
 		}
 		t.mu.Lock()
@@ -180,13 +175,7 @@ func resolveEndpoint(base *url.URL, data string) (string, error) {
 // fail ends the transport with err and stops the event stream.
 func (t *sseTransport) fail(err error) {
 	t.finish(err)
-	t.endLife()
-}
-
-// endLife ends the event stream and the POSTs under way.
-func (t *sseTransport) endLife() {
-	t.stopLife()
-	t.group.Close()
+	t.life.end()
 }
 
 func (t *sseTransport) finish(err error) {
@@ -213,13 +202,13 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	t.mu.Lock()
 	closed, endpoint := t.closed, t.endpoint
 	t.mu.Unlock()
-	if closed || t.life.Err() != nil {
+	if closed || t.life.ctx.Err() != nil {
 		return errTransportClosed
 	}
 	if endpoint == "" {
 		return errors.New("no endpoint yet")
 	}
-	rctx, _, cancel := t.exchange(ctx, &t.group, t.life)
+	rctx, _, cancel := t.exchange(ctx, t.life)
 	defer cancel()
 	req, err := t.newRequest(rctx, http.MethodPost, endpoint, body, "", "")
 	if err != nil {
@@ -234,7 +223,7 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if t.life.Err() != nil {
+		if t.life.ctx.Err() != nil {
 			return errTransportClosed
 		}
 		return t.netError(err)
@@ -266,7 +255,7 @@ func (t *sseTransport) close(ctx context.Context) error {
 	}
 	t.closed = true
 	t.mu.Unlock()
-	t.endLife()
+	t.life.end()
 	waited := make(chan struct{})
 	go func() {
 		t.wg.Wait()

@@ -256,10 +256,7 @@ func (t *Transport) conn(ctx context.Context, g *Group, addr string, fresh bool)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if dctx.Err() != nil {
-			return nil, ErrGroupClosed
-		}
-		return nil, err
+		return nil, groupErr(g, err)
 	}
 	c := newConn(nc, addr)
 	c.br = getReader(&c.lr)

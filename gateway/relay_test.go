@@ -472,8 +472,8 @@ func TestRelay_RequestCancel(t *testing.T) {
 	}{
 		{"timeout, shared", blockingServer(), true, CodeUpstreamTimeout, errCallTimeout},
 		{"timeout, own context", blockingServer(), false, CodeUpstreamTimeout, nil},
-		{"answered, shared", textServer(), true, 0, nil},
-		{"answered, own context", textServer(), false, 0, nil},
+		{"answered, shared", &upstreamtest.Server{Name: "s", Tools: raws(tool), Handle: echoServer("s")}, true, 0, nil},
+		{"answered, own context", &upstreamtest.Server{Name: "s", Tools: raws(tool), Handle: echoServer("s")}, false, 0, nil},
 		{"URL elicitation refused, shared", inputServer("s", "elicitation/create", url, ""), true, CodeInputRefused, errURLElicitation},
 		{"URL elicitation refused, own context", inputServer("s", "elicitation/create", url, ""), false, CodeInputRefused, nil},
 	}
@@ -513,13 +513,5 @@ func blockingServer() *upstreamtest.Server {
 		Handle: func(ctx context.Context, _ string, _ json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
 			<-ctx.Done()
 			return nil, context.Cause(ctx)
-		}}
-}
-
-// textServer's tool answers at once.
-func textServer() *upstreamtest.Server {
-	return &upstreamtest.Server{Name: "s", Tools: raws(tool),
-		Handle: func(context.Context, string, json.RawMessage, *upstream.CallHooks) (json.RawMessage, error) {
-			return json.RawMessage(`{"content":[{"type":"text","text":"hi"}]}`), nil
 		}}
 }

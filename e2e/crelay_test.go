@@ -34,9 +34,9 @@ func TestCRelay(t *testing.T) {
 		}
 		return ""
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for _, sessions := range []int{1, 4} {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		out, err := exec.CommandContext(ctx, bin("mcpgw-bench"), "-json", "-url", url, "-tool", "echo",
 			"-sessions", strconv.Itoa(sessions), "-warmup", "0s", "-requests", "200").Output()
 		if err != nil {

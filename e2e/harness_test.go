@@ -46,10 +46,11 @@ func TestMain(m *testing.M) {
 
 func bin(name string) string { return filepath.Join(binDir, name) }
 
-// trackSources opens every Go source file and go.mod of the module, so
-// that go test's result cache, which notes the files a test opens (once
+// trackSources opens every Go and C source file and go.mod of the module,
+// so that go test's result cache, which notes the files a test opens (once
 // the tests run, not in TestMain), runs these tests again when the code of
-// the binaries they build changes. start calls it.
+// the binaries they build changes (TestCRelay's is built by cc, whose
+// opening of it the cache does not see). start calls it.
 var trackSources = sync.OnceFunc(func() {
 	filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -61,7 +62,7 @@ var trackSources = sync.OnceFunc(func() {
 			}
 			return nil
 		}
-		if strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum" {
+		if strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".c") || d.Name() == "go.mod" || d.Name() == "go.sum" {
 			if f, err := os.Open(path); err == nil {
 				f.Close()
 			}

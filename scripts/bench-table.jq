@@ -14,15 +14,20 @@ def median: map(select(. != null)) | sort
 # runs, with the rounds' medians; errors are summed. Peak RSS is the first
 # round's: it is the process's peak since it started (VmHWM), and in later
 # rounds that includes the larger cases of the rounds before.
-# p50_added is the median over the rounds of each round's p50 less that
-# of the round's direct run of the case: a round the machine slowed
-# slows both, and a difference of the medians would pair runs of
+# addedBy(via): for the runs of one case (every via, every round), each
+# round's p50 added by via over that round's direct run, in the order of
+# the rounds; null for a round without both.
+def addedBy(via): (map(.round // 1) | unique) as $rs | . as $runs
+  | $rs | map(. as $n | ($runs | map(select((.round // 1) == $n))) as $r
+      | ($r | map(select(.via == "direct")) | first) as $d | ($r | map(select(.via == via)) | first) as $v
+      | if $d == null or $v == null then null else $v.latency_us.p50 - $d.latency_us.p50 end);
+# p50_added is the median of addedBy: a round the machine slowed slows
+# both of its runs, and a difference of the medians would pair runs of
 # different rounds.
 def collapse: . as $all | to_entries | map(.value + {order: .key}) | group_by([.case, .via]) | map(
   . as $runs | $runs[0] + {
-    p50_added: ([$runs[] | select(.via != "direct") | . as $v
-      | ($all | map(select(.case == $v.case and .via == "direct" and (.round // 1) == ($v.round // 1))) | first) as $d
-      | if $d == null then empty else $v.latency_us.p50 - $d.latency_us.p50 end] | median),
+    p50_added: (if $runs[0].via == "direct" then null
+      else $all | map(select(.case == $runs[0].case)) | addedBy($runs[0].via) | median end),
     rounds: length,
     rps: (map(.rps) | median),
     latency_us: (($runs[0].latency_us // {}) + {p50: (map(.latency_us.p50) | median), p99: (map(.latency_us.p99) | median)}),
@@ -40,12 +45,8 @@ def rounds: map(select(.via == "direct" or .via == "mcpgw")) | group_by(.case)
   | map(. as $runs | {case: $runs[0].case, pairs: [(map(.round // 1) | unique)[] as $n
       | ($runs | map(select((.round // 1) == $n))) as $r
       | {d: ($r | map(select(.via == "direct")) | first), m: ($r | map(select(.via == "mcpgw")) | first)}]});
-# added(via): for the runs of one case (all rounds), each round's p50
-# added by via over that round's direct run.
-def added(via): (map(.round // 1) | unique) as $rs | . as $runs
-  | $rs | map(. as $n | ($runs | map(select((.round // 1) == $n))) as $r
-      | ($r | map(select(.via == "direct")) | first) as $d | ($r | map(select(.via == via)) | first) as $v
-      | if $d == null or $v == null then "–" else r($v.latency_us.p50 - $d.latency_us.p50) end) | join(", ");
+# added(via): addedBy(via), as the table's text.
+def added(via): addedBy(via) | map(r(.)) | join(", ");
 . as $raw
 | collapse
 | group_by(.case) as $cases

@@ -7,15 +7,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // TestCRelay checks scripts/bench.sh's C relay floor
-// (fixtures/crelay/crelay.c): the load tool's traffic through it reaches
-// the lean echo server and comes back checked, with one session and with
-// several on connections of their own, so that the p50 it gives beside
-// mcpgw is that of calls that worked.
+// (fixtures/crelay/crelay.c) in front of each lean upstream: the load
+// tool's traffic through it reaches the echo server, over stdio or over
+// HTTP, and comes back checked, with one session and with several on
+// connections of their own, so that the p50 it gives beside mcpgw is that
+// of calls that worked. Over HTTP the floor server is restarted on its
+// address between the runs, so that the relay meets its connection
+// closed, as it does when a server's timeout closes it between the
+// benchmark's cases, and must dial again.
 func TestCRelay(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
@@ -25,18 +30,21 @@ func TestCRelay(t *testing.T) {
 	if out, err := exec.Command(cc, "-O2", "-Wall", "-Werror", "-o", crelay, "fixtures/crelay/crelay.c").CombinedOutput(); err != nil {
 		t.Fatalf("building crelay: %v\n%s", err, out)
 	}
-	cmd := exec.Command(crelay, "0", bin("leanecho"))
-	cmd.Env = baseEnv()
-	p := startCmd(t, "crelay", cmd)
-	url := p.waitLine(t, "crelay's address", func(l string) string {
+	address := func(l string) string {
 		if u, ok := strings.CutPrefix(l, "listening on "); ok {
 			return strings.TrimSpace(u)
 		}
 		return ""
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, sessions := range []int{1, 4} {
+	}
+	// floor starts the floor server on addr and returns its URL.
+	floor := func(t *testing.T, addr string) (*process, string) {
+		cmd := exec.Command(bin("floorserver"), "-http", addr)
+		cmd.Env = baseEnv()
+		p := startCmd(t, "floorserver", cmd)
+		return p, p.waitLine(t, "the floor server's address", address)
+	}
+	load := func(t *testing.T, ctx context.Context, url string, sessions int) {
+		t.Helper()
 		out, err := exec.CommandContext(ctx, bin("mcpgw-bench"), "-json", "-url", url, "-tool", "echo",
 			"-sessions", strconv.Itoa(sessions), "-warmup", "0s", "-requests", "200").Output()
 		if err != nil {
@@ -52,4 +60,26 @@ func TestCRelay(t *testing.T) {
 			t.Errorf("%d sessions: %d requests and %d errors, want 200 and none\n%s", sessions, rep.Requests, rep.Errors, out)
 		}
 	}
+
+	t.Run("stdio", func(t *testing.T) {
+		cmd := exec.Command(crelay, "0", bin("leanecho"))
+		cmd.Env = baseEnv()
+		url := startCmd(t, "crelay", cmd).waitLine(t, "crelay's address", address)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		load(t, ctx, url, 1)
+		load(t, ctx, url, 4)
+	})
+	t.Run("http", func(t *testing.T) {
+		fp, furl := floor(t, "127.0.0.1:0")
+		cmd := exec.Command(crelay, "0", furl)
+		cmd.Env = baseEnv()
+		url := startCmd(t, "crelay", cmd).waitLine(t, "crelay's address", address)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		load(t, ctx, url, 1)
+		fp.stopWith(t, syscall.SIGTERM)
+		floor(t, strings.TrimSuffix(strings.TrimPrefix(furl, "http://"), "/mcp"))
+		load(t, ctx, url, 4)
+	})
 }

@@ -162,17 +162,23 @@ start_gateway "  - {name: demo, transport: stdio, command: $bin/leanecho}"
 gwls_pid=$gw_pid gwls_url=$gw_url
 start_gateway "  - {name: demo, transport: http, url: $floor_url}"
 gwlh_pid=$gw_pid gwlh_url=$gw_url
-# The C relay floor in front of the lean stdio upstream: at one session,
-# its p50 added over the direct client is what the kernel and this machine
-# charge for the second hop (TCP instead of a pipe, one more process on
-# CPU 0), whatever a relay does; what mcpgw adds beyond it is its own.
-crl_pid=
+# The C relay floor in front of each lean upstream: at one session, its
+# p50 added over the direct client is what the kernel and this machine
+# charge for the second hop (over stdio, TCP instead of a pipe; over
+# HTTP, a second TCP exchange; and one more process on CPU 0), whatever a
+# relay does; what mcpgw adds beyond it is its own.
+crl_pid= crlh_pid=
 if [ -n "$crelay" ]; then
   crl_port=$(free_port)
   "${server_cpu[@]}" "$crelay" "$crl_port" "$bin/leanecho" 2>/dev/null &
   crl_pid=$! crl_url=http://127.0.0.1:$crl_port/mcp
   pids+=("$crl_pid")
   wait_port "$crl_port"
+  crlh_port=$(free_port)
+  "${server_cpu[@]}" "$crelay" "$crlh_port" "$floor_url" 2>/dev/null &
+  crlh_pid=$! crlh_url=http://127.0.0.1:$crlh_port/mcp
+  pids+=("$crlh_pid")
+  wait_port "$crlh_port"
 fi
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -192,12 +198,15 @@ for round in $(seq 1 "$ROUNDS"); do
     fi
     run "echo lean http, $s sessions" direct -url "$floor_url" -sessions "$s" -tool echo -watch "$floor_pid"
     run "echo lean http, $s sessions" mcpgw -url "$gwlh_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwlh_pid"
+    if [ -n "$crlh_pid" ] && [ "$s" = 1 ]; then
+      run "echo lean http, $s sessions" "C relay" -url "$crlh_url" -sessions "$s" -tool echo -watch "$crlh_pid"
+    fi
   done
   run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
   run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gws_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gws_pid"
 done
 round=1
-for p in "$gws_pid" "$gwh_pid" "$gwls_pid" "$gwlh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid" $crl_pid; do stop "$p"; done
+for p in "$gws_pid" "$gwh_pid" "$gwls_pid" "$gwlh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid" $crl_pid $crlh_pid; do stop "$p"; done
 
 echo "tools/list of $TOOLS tools" >&2
 names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)

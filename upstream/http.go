@@ -697,8 +697,12 @@ func (t *httpTransport) background(f func()) bool {
 	return true
 }
 
-// ender is a response body that tells whether it is over (internal/h1's).
-type ender interface{ Ended() bool }
+// ender is a response body that tells whether it is over, and detacher
+// one that can outlive its request's context (internal/h1's are both).
+type (
+	ender    interface{ Ended() bool }
+	detacher interface{ Detach() bool }
+)
 
 // release closes a body we stopped reading. What is left is drained in the
 // background, briefly, so that an HTTP/1.1 connection can be reused.
@@ -709,6 +713,15 @@ func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
 		body.Close()
 		cancel()
 		return
+	}
+	// Through internal/h1 the body follows the call's context, which
+	// ends as soon as the answer is relayed, often before the stream's
+	// last chunk has come (a server writes it after the event): it would
+	// cut the connection under the drain, and the next call would dial a
+	// new one. Detached, the drain below bounds it (and the client's end
+	// still cuts it).
+	if d, ok := body.(detacher); ok {
+		d.Detach()
 	}
 	ok := t.background(func() {
 		// cancel ends a read under way, and so does closing the body,

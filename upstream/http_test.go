@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -1385,5 +1386,86 @@ func TestRelease(t *testing.T) {
 	<-done
 	if open.closed.Load() != 1 || open.reads.Load() == 0 {
 		t.Errorf("drained body: closed %d, read %d times; want 1, at least 1", open.closed.Load(), open.reads.Load())
+	}
+}
+
+// TestHTTP_StreamEndsAfterTheCall: a server that ends a call's event
+// stream only after the answer (as the official Go SDK's does, in a
+// write of its own) keeps its connection, and the next call reuses it,
+// though the first call's context ended before the stream did.
+func TestHTTP_StreamEndsAfterTheCall(t *testing.T) {
+	f := newFakeHTTP(t)
+	end := make(chan struct{}) // closed: the streams end
+	f.onRequest = func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) bool {
+		if m.Method != "tools/call" {
+			return false
+		}
+		startSSE(w)
+		writeEvent(t, w, sse.Event{ID: "ev-" + m.ID.String(), HasID: true, Data: encode(t, jsonrpc.NewResult(m.ID, json.RawMessage(`{"n":1}`)))})
+		w.(http.Flusher).Flush()
+		select {
+		case <-end:
+		case <-r.Context().Done():
+		}
+		return true
+	}
+	var (
+		mu               sync.Mutex
+		accepted, closed int
+		states           = make(chan http.ConnState, 100)
+	)
+	srv := httptest.NewUnstartedServer(f)
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		mu.Lock()
+		switch st {
+		case http.StateNew:
+			accepted++
+		case http.StateClosed:
+			closed++
+		}
+		mu.Unlock()
+		states <- st
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return accepted, closed
+	}
+	c := newTestClient(t, testServer("http", srv.URL), ClientOptions{})
+	mustConnect(t, c)
+	f.waitHit(func(h hit) bool { return h.HTTP == http.MethodGet }) // the GET stream's try, answered 405
+
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := c.Call(ctx, "tools/call", json.RawMessage(`{"name":"echo"}`), nil); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	for len(states) > 0 { // what came before the stream's end
+		<-states
+	}
+	cancel() // as the edge ends a call's context once its answer is relayed
+	close(end)
+	// The server ends the stream and waits for the next request (idle),
+	// or sees the connection closed.
+	timeout := time.After(waitLimit)
+	for st := http.StateActive; st != http.StateIdle && st != http.StateClosed; {
+		select {
+		case st = <-states:
+		case <-timeout:
+			t.Fatal("the server never finished the first call's stream")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // for the client's drain to read the stream's end
+	before, closedBefore := counts()
+	if closedBefore != 0 {
+		t.Fatalf("%d connection(s) closed after the first call; want its connection kept", closedBefore)
+	}
+	res, err := c.Call(callCtx(t), "tools/call", json.RawMessage(`{"name":"echo"}`), nil)
+	if err != nil || string(res) != `{"n":1}` {
+		t.Fatalf("second call: %s, %v", res, err)
+	}
+	if after, _ := counts(); after != before {
+		t.Errorf("the second call dialled %d new connection(s), want it to reuse the first call's", after-before)
 	}
 }

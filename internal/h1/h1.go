@@ -392,6 +392,18 @@ func (c *conn) cut() {
 
 func (c *conn) close() { c.nc.Close() }
 
+// detach stops the current request's AfterFunc, for good: done then
+// finds it stopped.
+func (c *conn) detach() bool {
+	if !c.stop() {
+		return false
+	}
+	c.stop = detached
+	return true
+}
+
+func detached() bool { return true }
+
 // newConn returns the connection nc to addr, read and written with raw
 // system calls (package rawio) when nc has a descriptor, and through nc's
 // own methods when it has none (one a DialContext made). Why raw, with
@@ -653,6 +665,21 @@ var errBodyClosed = errors.New("h1: read on closed response body")
 // connection is back in the pool already) or closed. A caller that would
 // drain a body to reuse its connection has nothing to do then.
 func (b *body) Ended() bool { return b.ended.Load() }
+
+// Detach lets the body outlive its request's context: the context's end
+// no longer cuts the connection, so that a caller done with the answer
+// can read what is left of the body (the last chunk of an event stream,
+// which often comes just after the event the caller wanted) and the
+// connection go back to the pool. The request's group still ends it,
+// and the caller bounds that read itself. It reports false when the
+// context has ended already (the connection is cut; it closes when the
+// body ends). It must not run while a Read does.
+func (b *body) Detach() bool {
+	if b.ended.Load() {
+		return true
+	}
+	return b.c.detach()
+}
 
 // Close ends the body; unread, it closes the connection.
 func (b *body) Close() error {

@@ -929,3 +929,63 @@ func lastRaw(tr *Transport, addr string) (bool, error) {
 	}
 	return rawW, nil
 }
+
+// TestBody_Detach: a body detached from its request's context is read to
+// its end after that context ended, and its connection carries the next
+// request; one detached too late (the context ended first) is cut, and
+// its connection is not reused.
+func TestBody_Detach(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cancelFirst bool // the context ends before Detach
+		wantOK      bool // what Detach reports
+		wantConns   int32
+	}{
+		{name: "before the context ends", wantOK: true, wantConns: 1},
+		{name: "after the context ended", cancelFirst: true, wantConns: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ioModes(t, func(t *testing.T) {
+				end := make(chan struct{})
+				srv := newCountedServer(t, okAt("/again", func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/event-stream")
+					io.WriteString(w, "data: answer\n\n")
+					w.(http.Flusher).Flush()
+					select {
+					case <-end:
+					case <-r.Context().Done():
+					}
+				}))
+				tr := newTransport(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				resp := post(t, tr, ctx, srv.URL+"/mcp", `{}`)
+				buf := make([]byte, len("data: answer\n\n"))
+				if _, err := io.ReadFull(resp.Body, buf); err != nil {
+					t.Fatalf("reading the event: %v", err)
+				}
+				if tc.cancelFirst {
+					cancel()
+				}
+				if ok := resp.Body.(interface{ Detach() bool }).Detach(); ok != tc.wantOK {
+					t.Errorf("Detach() = %v, want %v", ok, tc.wantOK)
+				}
+				cancel()
+				close(end)
+				// The rest (the stream's last chunk) is read after the
+				// context ended; cut, the read fails instead.
+				_, err := io.Copy(io.Discard, resp.Body)
+				if tc.wantOK && err != nil {
+					t.Errorf("reading the rest of a detached body: %v", err)
+				}
+				resp.Body.Close()
+				if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/again", `{}`)); got != "ok" {
+					t.Fatalf("next request: %q", got)
+				}
+				if n := srv.accepted.Load(); n != tc.wantConns {
+					t.Errorf("server accepted %d connections, want %d", n, tc.wantConns)
+				}
+			})
+		})
+	}
+}

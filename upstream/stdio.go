@@ -617,8 +617,9 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 		return fmt.Errorf("encoding message: %w", err)
 	}
 	b = append(b, '\n')
-	// The buffer goes back to the pool once nothing can write from it:
-	// after the outcome came, or the line was taken off the queue unsent.
+	// The buffer, and the queued line once there is one, go back to
+	// their pools once nothing can write from them: after the outcome
+	// came, or the line was taken off the queue unsent.
 	reuse := true
 	defer func() {
 		if reuse && cap(b) <= maxPooledLine {
@@ -638,6 +639,11 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	}
 	q := queuedLines.Get().(*queuedLine)
 	q.b = b
+	defer func() {
+		if reuse {
+			q.release()
+		}
+	}()
 	t.qmu.Lock()
 	t.queue = append(t.queue, q)
 	t.qmu.Unlock()
@@ -649,7 +655,6 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 		t.flush(ctx)
 		select {
 		case err := <-q.done:
-			q.release()
 			return err
 		default: // left queued behind a full write: as below
 		}
@@ -658,7 +663,6 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 	for {
 		select {
 		case err := <-q.done:
-			q.release()
 			return err
 		case t.wmu <- struct{}{}:
 			t.flush(ctx)
@@ -666,20 +670,15 @@ func (t *stdioTransport) send(ctx context.Context, m *jsonrpc.Message) error {
 		case <-ctx.Done():
 			// Else a writer may be writing it now, and will send its
 			// outcome: neither the line nor q can be reused.
-			if reuse = t.dequeue(q); reuse {
-				q.release()
-			}
+			reuse = t.dequeue(q)
 			return ctx.Err()
 		case <-t.stopCh:
 		case <-t.exited:
 		}
 		if t.dequeue(q) {
-			q.release()
 			return t.connErr()
 		}
-		err := <-q.done // a writer has it; its outcome comes
-		q.release()
-		return err
+		return <-q.done // a writer has it; its outcome comes
 	}
 }
 

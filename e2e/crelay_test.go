@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -20,7 +21,9 @@ import (
 // of calls that worked. Over HTTP the floor server is restarted on its
 // address between the runs, so that the relay meets its connection
 // closed, as it does when a server's timeout closes it between the
-// benchmark's cases, and must dial again.
+// benchmark's cases, and must dial again. The bench's lean HTTP upstream
+// at one session is leanecho behind the C relay: mcpgw, and a second C
+// relay, in front of it answer every call too.
 func TestCRelay(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
@@ -43,9 +46,9 @@ func TestCRelay(t *testing.T) {
 		p := startCmd(t, "floorserver", cmd)
 		return p, p.waitLine(t, "the floor server's address", address)
 	}
-	load := func(t *testing.T, ctx context.Context, url string, sessions int) {
+	load := func(t *testing.T, ctx context.Context, url, tool string, sessions int) {
 		t.Helper()
-		out, err := exec.CommandContext(ctx, bin("mcpgw-bench"), "-json", "-url", url, "-tool", "echo",
+		out, err := exec.CommandContext(ctx, bin("mcpgw-bench"), "-json", "-url", url, "-tool", tool,
 			"-sessions", strconv.Itoa(sessions), "-warmup", "0s", "-requests", "200").Output()
 		if err != nil {
 			t.Fatalf("%d sessions: mcpgw-bench: %v\n%s", sessions, err, out)
@@ -67,8 +70,25 @@ func TestCRelay(t *testing.T) {
 		url := startCmd(t, "crelay", cmd).waitLine(t, "crelay's address", address)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		load(t, ctx, url, 1)
-		load(t, ctx, url, 4)
+		load(t, ctx, url, "echo", 1)
+		load(t, ctx, url, "echo", 4)
+	})
+	// The bench's lean HTTP upstream at one session: leanecho behind the C
+	// relay, reached by mcpgw and by a second C relay over HTTP.
+	t.Run("stdio behind http", func(t *testing.T) {
+		cmd := exec.Command(crelay, "0", bin("leanecho"))
+		cmd.Env = baseEnv()
+		upstream := startCmd(t, "crelay", cmd).waitLine(t, "crelay's address", address)
+		g := startGateway(t, nil, fmt.Sprintf("servers:\n  - {name: demo, transport: http, url: %q}\n", upstream))
+		g.waitState(t, "demo", "running")
+		cmd = exec.Command(crelay, "0", upstream)
+		cmd.Env = baseEnv()
+		front := startCmd(t, "crelay", cmd).waitLine(t, "the second crelay's address", address)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		load(t, ctx, g.URL+"/mcp", "mcp__demo__echo", 1)
+		load(t, ctx, g.URL+"/mcp", "mcp__demo__echo", 4)
+		load(t, ctx, front, "echo", 1)
 	})
 	t.Run("http", func(t *testing.T) {
 		fp, furl := floor(t, "127.0.0.1:0")
@@ -77,9 +97,9 @@ func TestCRelay(t *testing.T) {
 		url := startCmd(t, "crelay", cmd).waitLine(t, "crelay's address", address)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		load(t, ctx, url, 1)
+		load(t, ctx, url, "echo", 1)
 		fp.stopWith(t, syscall.SIGTERM)
 		floor(t, strings.TrimSuffix(strings.TrimPrefix(furl, "http://"), "/mcp"))
-		load(t, ctx, url, 4)
+		load(t, ctx, url, "echo", 4)
 	})
 }

@@ -154,10 +154,11 @@ start_http_server "$bin/relayfloor" -prefix mcp__demo__ -- "$bin/demo-server"
 rfs_pid=$srv_pid rfs_url=$srv_url
 start_http_server "$bin/relayfloor" -prefix mcp__demo__ -upstream "$http_url"
 rfh_pid=$srv_pid rfh_url=$srv_url
-# The lean upstreams: leanecho over stdio and the floor server over HTTP,
-# each a few µs per call. The demo server spends 100-200 µs per call on
-# the CPU it shares with mcpgw and slows mcpgw's own work there; in front
-# of a lean upstream, mcpgw's CPU per call is its own.
+# The lean upstreams: leanecho over stdio (a few µs per call) and the
+# floor server over HTTP (24-30 µs per call under load). The demo server
+# spends 100-200 µs per call on the CPU it shares with mcpgw and slows
+# mcpgw's own work there; in front of a lean upstream, mcpgw's CPU per
+# call is its own (at one session over HTTP, see below).
 start_gateway "  - {name: demo, transport: stdio, command: $bin/leanecho}"
 gwls_pid=$gw_pid gwls_url=$gw_url
 start_gateway "  - {name: demo, transport: http, url: $floor_url}"
@@ -167,7 +168,7 @@ gwlh_pid=$gw_pid gwlh_url=$gw_url
 # charge for the second hop (over stdio, TCP instead of a pipe; over
 # HTTP, a second TCP exchange; and one more process on CPU 0), whatever a
 # relay does; what mcpgw adds beyond it is its own.
-crl_pid= crlh_pid=
+crl_pid= crlh_pid= gwlc_pid= crlc_pid=
 if [ -n "$crelay" ]; then
   crl_port=$(free_port)
   "${server_cpu[@]}" "$crelay" "$crl_port" "$bin/leanecho" 2>/dev/null &
@@ -179,10 +180,26 @@ if [ -n "$crelay" ]; then
   crlh_pid=$! crlh_url=http://127.0.0.1:$crlh_port/mcp
   pids+=("$crlh_pid")
   wait_port "$crlh_port"
+  # A lean HTTP upstream that leaves mcpgw's CPU to mcpgw: leanecho behind
+  # the C relay above (crl_url). The floor server, the lean HTTP upstream
+  # at 8 and 64 sessions, is lean under load only: at one session it
+  # spends about 90 µs per call on CPU 0 and wakes two of its runtime's
+  # threads, and beside it mcpgw's own CPU per call rises by about a
+  # third (BENCHMARKS.md, "The eighteenth round"). This one runs no
+  # runtime thread per call: the C relay and leanecho wake once each. It
+  # is measured at one session, directly, through mcpgw and through a
+  # second C relay.
+  start_gateway "  - {name: demo, transport: http, url: $crl_url}"
+  gwlc_pid=$gw_pid gwlc_url=$gw_url
+  crlc_port=$(free_port)
+  "${server_cpu[@]}" "$crelay" "$crlc_port" "$crl_url" 2>/dev/null &
+  crlc_pid=$! crlc_url=http://127.0.0.1:$crlc_port/mcp
+  pids+=("$crlc_pid")
+  wait_port "$crlc_port"
 fi
 
 for round in $(seq 1 "$ROUNDS"); do
-  echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP (direct, mcpgw, the relay floor), echo over the lean upstreams, 64 KiB" >&2
+  echo "round $round of $ROUNDS: the floor, echo over stdio and over HTTP (direct, mcpgw, the relay floor), echo over the lean upstreams (and, at one session, over leanecho behind the C relay), 64 KiB" >&2
   for s in $SESSIONS; do
     run "floor echo, $s sessions" floor -url "$floor_url" -sessions "$s" -tool echo -watch "$floor_pid"
     run "echo stdio, $s sessions" direct -sessions "$s" -tool echo -direct -- "${server_cpu[@]}" "$bin/demo-server"
@@ -201,12 +218,17 @@ for round in $(seq 1 "$ROUNDS"); do
     if [ -n "$crlh_pid" ] && [ "$s" = 1 ]; then
       run "echo lean http, $s sessions" "C relay" -url "$crlh_url" -sessions "$s" -tool echo -watch "$crlh_pid"
     fi
+    if [ -n "$gwlc_pid" ] && [ "$s" = 1 ]; then
+      run "echo lean C http, $s sessions" direct -url "$crl_url" -sessions "$s" -tool echo -watch "$crl_pid"
+      run "echo lean C http, $s sessions" mcpgw -url "$gwlc_url" -sessions "$s" -tool mcp__demo__echo -watch "$gwlc_pid"
+      run "echo lean C http, $s sessions" "C relay" -url "$crlc_url" -sessions "$s" -tool echo -watch "$crlc_pid"
+    fi
   done
   run "64 KiB payload stdio, 8 sessions" direct -sessions 8 -tool echo -payload 65536 -direct -- "${server_cpu[@]}" "$bin/demo-server"
   run "64 KiB payload stdio, 8 sessions" mcpgw -url "$gws_url" -sessions 8 -tool mcp__demo__echo -payload 65536 -watch "$gws_pid"
 done
 round=1
-for p in "$gws_pid" "$gwh_pid" "$gwls_pid" "$gwlh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid" $crl_pid $crlh_pid; do stop "$p"; done
+for p in "$gws_pid" "$gwh_pid" "$gwls_pid" "$gwlh_pid" "$rfs_pid" "$rfh_pid" "$http_pid" "$floor_pid" $gwlc_pid $crlc_pid $crl_pid $crlh_pid; do stop "$p"; done
 
 echo "tools/list of $TOOLS tools" >&2
 names=$(seq -f 'tool%05g' 1 "$TOOLS" | paste -sd, -)

@@ -79,7 +79,7 @@ func TestCRelay(t *testing.T) {
 		cmd := exec.Command(crelay, "0", bin("leanecho"))
 		cmd.Env = baseEnv()
 		upstream := startCmd(t, "crelay", cmd).waitLine(t, "crelay's address", address)
-		g := startGateway(t, nil, fmt.Sprintf("servers:\n  - {name: demo, transport: http, url: %q}\n", upstream))
+		g := startGateway(t, baseEnv(), fmt.Sprintf("servers:\n  - {name: demo, transport: http, url: %q}\n", upstream))
 		g.waitState(t, "demo", "running")
 		cmd = exec.Command(crelay, "0", upstream)
 		cmd.Env = baseEnv()

@@ -183,7 +183,7 @@ if [ -n "$crelay" ]; then
   # A lean HTTP upstream that leaves mcpgw's CPU to mcpgw: leanecho behind
   # the C relay above (crl_url). The floor server, the lean HTTP upstream
   # at 8 and 64 sessions, is lean under load only: at one session it
-  # spends about 90 µs per call on CPU 0 and wakes two of its runtime's
+  # spends 70-95 µs per call on CPU 0 and wakes two of its runtime's
   # threads, and beside it mcpgw's own CPU per call rises by about a
   # third (BENCHMARKS.md, "The eighteenth round"). This one runs no
   # runtime thread per call: the C relay and leanecho wake once each. It

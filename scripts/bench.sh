@@ -183,12 +183,12 @@ if [ -n "$crelay" ]; then
   # A lean HTTP upstream that leaves mcpgw's CPU to mcpgw: leanecho behind
   # the C relay above (crl_url). The floor server, the lean HTTP upstream
   # at 8 and 64 sessions, is lean under load only: at one session it
-  # spends 70-95 µs per call on CPU 0 and wakes two of its runtime's
-  # threads, and beside it mcpgw's own CPU per call rises by about a
-  # third (BENCHMARKS.md, "The eighteenth round"). This one runs no
-  # runtime thread per call: the C relay and leanecho wake once each. It
-  # is measured at one session, directly, through mcpgw and through a
-  # second C relay.
+  # spends 70-95 µs per call on CPU 0, and what it touches there evicts
+  # mcpgw's working set: beside it mcpgw's own CPU per call rises by
+  # about a third (BENCHMARKS.md, "The eighteenth round"). This one
+  # touches little memory, and the C relay and leanecho wake once each
+  # per call. It is measured at one session, directly, through mcpgw
+  # and through a second C relay.
   start_gateway "  - {name: demo, transport: http, url: $crl_url}"
   gwlc_pid=$gw_pid gwlc_url=$gw_url
   crlc_port=$(free_port)

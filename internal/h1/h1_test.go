@@ -189,13 +189,19 @@ func TestRoundTrip_ChunkedStreamIsReadAsItComes(t *testing.T) {
 	})
 }
 
+// startStream answers with an event stream and sends its first event,
+// data, at once; the handler decides when the stream ends.
+func startStream(w http.ResponseWriter, data string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	io.WriteString(w, "data: "+data+"\n\n")
+	w.(http.Flusher).Flush()
+}
+
 func TestRoundTrip_ClosingAnUnreadStreamClosesTheConnection(t *testing.T) {
 	ioModes(t, func(t *testing.T) {
 		ended := make(chan struct{})
 		srv := newCountedServer(t, okAt("/plain", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			io.WriteString(w, "data: first\n\n")
-			w.(http.Flusher).Flush()
+			startStream(w, "first")
 			<-r.Context().Done() // endless, until the client leaves
 			close(ended)
 		}))
@@ -948,9 +954,7 @@ func TestBody_Detach(t *testing.T) {
 			ioModes(t, func(t *testing.T) {
 				end := make(chan struct{})
 				srv := newCountedServer(t, okAt("/again", func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "text/event-stream")
-					io.WriteString(w, "data: answer\n\n")
-					w.(http.Flusher).Flush()
+					startStream(w, "answer")
 					select {
 					case <-end:
 					case <-r.Context().Done():

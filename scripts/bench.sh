@@ -132,6 +132,19 @@ start_http_server() {
   wait_port "$port"
 }
 
+# start_crelay UPSTREAM: runs the C relay floor in front of UPSTREAM (a
+# stdio server's command, or an HTTP server's URL) on a free port on the
+# servers' CPU and sets srv_pid and srv_url once it accepts connections.
+start_crelay() {
+  local port
+  port=$(free_port)
+  "${server_cpu[@]}" "$crelay" "$port" "$1" 2>/dev/null &
+  srv_pid=$!
+  pids+=("$srv_pid")
+  srv_url=http://127.0.0.1:$port/mcp
+  wait_port "$port"
+}
+
 # The servers of the small-call cases all stay up through the rounds,
 # idle but for the case being measured: the floor (issue 10's CPU targets
 # are stated against it, "about 24 us per request on this machine";
@@ -170,16 +183,10 @@ gwlh_pid=$gw_pid gwlh_url=$gw_url
 # relay does; what mcpgw adds beyond it is its own.
 crl_pid= crlh_pid= gwlc_pid= crlc_pid=
 if [ -n "$crelay" ]; then
-  crl_port=$(free_port)
-  "${server_cpu[@]}" "$crelay" "$crl_port" "$bin/leanecho" 2>/dev/null &
-  crl_pid=$! crl_url=http://127.0.0.1:$crl_port/mcp
-  pids+=("$crl_pid")
-  wait_port "$crl_port"
-  crlh_port=$(free_port)
-  "${server_cpu[@]}" "$crelay" "$crlh_port" "$floor_url" 2>/dev/null &
-  crlh_pid=$! crlh_url=http://127.0.0.1:$crlh_port/mcp
-  pids+=("$crlh_pid")
-  wait_port "$crlh_port"
+  start_crelay "$bin/leanecho"
+  crl_pid=$srv_pid crl_url=$srv_url
+  start_crelay "$floor_url"
+  crlh_pid=$srv_pid crlh_url=$srv_url
   # A lean HTTP upstream that leaves mcpgw's CPU to mcpgw: leanecho behind
   # the C relay above (crl_url). The floor server, the lean HTTP upstream
   # at 8 and 64 sessions, is lean under load only: at one session it
@@ -191,11 +198,8 @@ if [ -n "$crelay" ]; then
   # and through a second C relay.
   start_gateway "  - {name: demo, transport: http, url: $crl_url}"
   gwlc_pid=$gw_pid gwlc_url=$gw_url
-  crlc_port=$(free_port)
-  "${server_cpu[@]}" "$crelay" "$crlc_port" "$crl_url" 2>/dev/null &
-  crlc_pid=$! crlc_url=http://127.0.0.1:$crlc_port/mcp
-  pids+=("$crlc_pid")
-  wait_port "$crlc_port"
+  start_crelay "$crl_url"
+  crlc_pid=$srv_pid crlc_url=$srv_url
 fi
 
 for round in $(seq 1 "$ROUNDS"); do

@@ -168,6 +168,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/sessions", a.sessions)
 	g.DELETE("/sessions/:id", a.endSession)
 	g.POST("/reload", a.reload)
+	g.GET("/debug/pprof/profile", a.cpuProfile)
 	g.GET("/openapi.json", func(c echo.Context) error {
 		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Admin())
 	})

@@ -36,20 +36,14 @@ if ! [[ $ROUNDS =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
-work=$(mktemp -d)
-bin=$work/bin
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 echo "building into $bin" >&2
 # mcpgw is built as the Dockerfile builds the image's binary (static, no
 # cgo, stripped): that is what runs in production, and without cgo it does
-# not map libc (about 1.7 MiB of RSS).
+# not map libc (about 1.7 MiB of RSS). go build takes cmd/mcpgw/default.pgo
+# (profile-guided optimization) by itself, as the Dockerfile's does.
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
 go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/catalogserver ./e2e/fixtures/floorserver ./e2e/fixtures/relayfloor ./e2e/fixtures/leanecho
 # The C relay floor (e2e/fixtures/crelay), where there is a C compiler.
@@ -60,27 +54,7 @@ else
   echo "no C compiler (cc): the C relay floor is left out" >&2
 fi
 
-server_cpu=() load_cpu=()
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-  server_cpu=(taskset -c 0) load_cpu=(taskset -c 1)
-fi
 : >"$OUT"
-
-# free_port prints a free TCP port on 127.0.0.1.
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-    echo $((20000 + RANDOM % 20000))
-}
-
-# wait_port waits until 127.0.0.1:$1 accepts connections.
-wait_port() {
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
 
 # start_gateway SERVERS_YAML [TOP_LEVEL_YAML]: starts mcpgw with those
 # servers (and settings) and sets gw_pid and gw_url once its servers run.

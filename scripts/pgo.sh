@@ -28,38 +28,12 @@ if ! [[ $LOAD_SECONDS =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
-work=$(mktemp -d)
-bin=$work/bin
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 echo "building into $bin" >&2
 CGO_ENABLED=0 go build -pgo=off -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
 go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/floorserver ./e2e/fixtures/leanecho
-
-server_cpu=() load_cpu=()
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-  server_cpu=(taskset -c 0) load_cpu=(taskset -c 1)
-fi
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-    echo $((20000 + RANDOM % 20000))
-}
-
-wait_port() {
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
 
 floor_port=$(free_port)
 "${server_cpu[@]}" "$bin/floorserver" -http "127.0.0.1:$floor_port" 2>/dev/null &

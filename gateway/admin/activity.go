@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -26,16 +25,9 @@ const (
 // events serves GET /admin/events: the event store, oldest first, paged
 // by the events' seq, filtered by server and method.
 func (a *API) events(c echo.Context) error {
-	limit := defaultEventsLimit
-	if s := c.QueryParam("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > maxEventsLimit {
-			return c.JSON(http.StatusBadRequest, errorBody{
-				Message:  fmt.Sprintf("limit must be a whole number from 1 to %d", maxEventsLimit),
-				Problems: []problem{{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", maxEventsLimit)}},
-			})
-		}
-		limit = v
+	limit, ok := queryCount(c, "limit", defaultEventsLimit, maxEventsLimit)
+	if !ok {
+		return outOfRange(c, "limit", maxEventsLimit)
 	}
 	var after uint64
 	if s := c.QueryParam("cursor"); s != "" {

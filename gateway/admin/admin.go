@@ -22,9 +22,11 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,6 +216,29 @@ func (a *API) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// queryCount reads the query parameter name as a whole number from 1 to
+// max, def when it is absent; ok is false when it is anything else, and
+// outOfRange then makes the answer.
+func queryCount(c echo.Context, name string, def, max int) (n int, ok bool) {
+	s := c.QueryParam(name)
+	if s == "" {
+		return def, true
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > max {
+		return 0, false
+	}
+	return v, true
+}
+
+// outOfRange answers 400 for a query parameter that queryCount refused.
+func outOfRange(c echo.Context, name string, max int) error {
+	return c.JSON(http.StatusBadRequest, errorBody{
+		Message:  fmt.Sprintf("%s must be a whole number from 1 to %d", name, max),
+		Problems: []problem{{Field: name, Message: fmt.Sprintf("must be from 1 to %d", max)}},
+	})
 }
 
 func quote(s string) string {

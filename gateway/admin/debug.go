@@ -2,10 +2,8 @@ package admin
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
 	"runtime/pprof"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -28,16 +26,9 @@ const (
 // on for every process, at about 0.4 MiB of RSS and a sampled stack walk
 // every 512 KiB allocated.
 func (a *API) cpuProfile(c echo.Context) error {
-	n := defaultProfileSeconds
-	if secs := c.QueryParam("seconds"); secs != "" {
-		v, err := strconv.Atoi(secs)
-		if err != nil || v < 1 || v > maxProfileSeconds {
-			return c.JSON(http.StatusBadRequest, errorBody{
-				Message:  fmt.Sprintf("seconds must be a whole number from 1 to %d", maxProfileSeconds),
-				Problems: []problem{{Field: "seconds", Message: fmt.Sprintf("must be from 1 to %d", maxProfileSeconds)}},
-			})
-		}
-		n = v
+	n, ok := queryCount(c, "seconds", defaultProfileSeconds, maxProfileSeconds)
+	if !ok {
+		return outOfRange(c, "seconds", maxProfileSeconds)
 	}
 	// The profile is written to a buffer, not to the client as it runs:
 	// an error to start it must still be able to become a 409.

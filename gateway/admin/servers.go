@@ -511,16 +511,9 @@ func (a *API) serverLogs(c echo.Context) error {
 	if _, ok := a.opts.Servers.ServerConfig(name); !ok {
 		return unknown(c)
 	}
-	n := defaultTail
-	if s := c.QueryParam("tail"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > maxTail {
-			return c.JSON(http.StatusBadRequest, errorBody{
-				Message:  fmt.Sprintf("tail must be a whole number from 1 to %d", maxTail),
-				Problems: []problem{{Field: "tail", Message: fmt.Sprintf("must be from 1 to %d", maxTail)}},
-			})
-		}
-		n = v
+	n, ok := queryCount(c, "tail", defaultTail, maxTail)
+	if !ok {
+		return outOfRange(c, "tail", maxTail)
 	}
 	lines, err := tail(a.opts.Servers.LogPath(name), n)
 	if err != nil {

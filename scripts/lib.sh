@@ -1,0 +1,37 @@
+# shellcheck shell=bash
+# Sourced by scripts/bench.sh and scripts/pgo.sh: a work folder ($work,
+# binaries in $bin) removed on exit together with every process whose pid
+# is added to pids; the CPUs the servers and the load tool run on
+# (server_cpu, load_cpu: with two or more CPUs, CPU 0 and CPU 1 through
+# taskset, so that they do not compete); free_port and wait_port.
+
+work=$(mktemp -d)
+bin=$work/bin
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+server_cpu=() load_cpu=()
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+  server_cpu=(taskset -c 0) load_cpu=(taskset -c 1)
+fi
+
+# free_port prints a free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((20000 + RANDOM % 20000))
+}
+
+# wait_port waits until 127.0.0.1:$1 accepts connections.
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}

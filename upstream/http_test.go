@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/h1"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
@@ -1456,7 +1457,16 @@ func TestHTTP_StreamEndsAfterTheCall(t *testing.T) {
 			t.Fatal("the server never finished the first call's stream")
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // for the client's drain to read the stream's end
+	// The client's drain reads the stream's end in the background and then
+	// puts the connection back in the pool.
+	pool := defaultHTTPClient.Transport.(*h1.Transport)
+	for addr := srv.Listener.Addr().String(); pool.IdleConns(addr) == 0; {
+		select {
+		case <-timeout:
+			t.Fatal("the first call's connection never went back to the pool")
+		case <-time.After(time.Millisecond):
+		}
+	}
 	before, closedBefore := counts()
 	if closedBefore != 0 {
 		t.Fatalf("%d connection(s) closed after the first call; want its connection kept", closedBefore)

@@ -150,6 +150,14 @@ func idempotent(req *http.Request) bool {
 	return false
 }
 
+// IdleConns returns how many idle connections to addr ("host:port") the
+// pool holds, for a caller that has to wait until a connection is back.
+func (t *Transport) IdleConns(addr string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.idle[addr])
+}
+
 // CloseIdleConnections closes the idle connections, this transport's and
 // the fallback's.
 func (t *Transport) CloseIdleConnections() {

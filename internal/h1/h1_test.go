@@ -693,12 +693,13 @@ func TestIdleConnections_Bounded(t *testing.T) {
 	wg.Wait()
 	<-srv.closed
 	<-srv.closed // two of three closed, one kept
-	tr.mu.Lock()
-	idle := tr.idle[hostPort(&url.URL{Host: srv.Listener.Addr().String()})]
-	tr.mu.Unlock()
-	if len(idle) != 1 {
-		t.Fatalf("idle connections: %d, want 1 (MaxIdlePerHost)", len(idle))
+	addr := srv.Listener.Addr().String()
+	if n := tr.IdleConns(addr); n != 1 {
+		t.Fatalf("idle connections: %d, want 1 (MaxIdlePerHost)", n)
 	}
+	tr.mu.Lock()
+	idle := tr.idle[addr]
+	tr.mu.Unlock()
 	if idle[0].br != nil {
 		t.Error("an idle connection holds its read buffer")
 	}

@@ -2,9 +2,11 @@
 
 .PHONY: run test build clean
 
-# build puts mcpgw and the demo server in ./bin.
+# build puts mcpgw and the demo server in ./bin, mcpgw with the
+# profile-guided optimization of cmd/mcpgw/mcpgw.pgo (scripts/pgo.sh).
 build:
-	go build -o bin/ ./cmd/mcpgw ./examples/demo-server
+	go build -pgo=cmd/mcpgw/mcpgw.pgo -o bin/ ./cmd/mcpgw
+	go build -o bin/ ./examples/demo-server
 
 # run starts the demo server over HTTP and mcpgw in front of it and of the
 # same server over stdio, with the example config mcpgw.yaml.

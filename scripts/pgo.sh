@@ -8,7 +8,7 @@
 #
 #   scripts/pgo.sh                 # 6 s per load, writes cmd/mcpgw/mcpgw.pgo
 #   LOAD_SECONDS=10 scripts/pgo.sh # longer, steadier profile
-#   PGO_OUT=/tmp/x.pgo scripts/pgo.sh
+#   PGO_OUT=/tmp/x.pgo scripts/pgo.sh  # elsewhere (a relative path is from the repo root)
 #
 # The profile is of the bench's mix of loads (scripts/bench.sh), taken
 # from a running mcpgw through the admin API's CPU profile

@@ -121,6 +121,9 @@ func TestProfile_ClientGone(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the profile ran on after its client went away")
 	}
+	if !strings.Contains(ev.log.String(), "cpu profile abandoned") {
+		t.Errorf("the abandoned profile was not logged:\n%s", ev.log)
+	}
 	status, body := ev.do(t, http.MethodGet, "/admin/debug/pprof/profile?seconds=1", "", token)
 	if status != 200 {
 		t.Errorf("the profile after an abandoned one = %d %.200q, want 200", status, body)

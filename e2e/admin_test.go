@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -330,5 +332,70 @@ func TestAdmin_OwnListener(t *testing.T) {
 		if status, body := g.adminDo(t, "GET", "/admin/servers", adminToken, ""); status != tc.want {
 			t.Errorf("GET http://%s/admin/servers = %d %s, want %d", tc.addr, status, body, tc.want)
 		}
+	}
+}
+
+// TestAdmin_CPUProfile takes the running gateway's CPU profile while a
+// client calls a tool through it: a gzipped pprof profile whose samples
+// name mcpgw's own functions.
+func TestAdmin_CPUProfile(t *testing.T) {
+	g := startGateway(t, baseEnv(), fmt.Sprintf("servers:\n  - {name: demo, transport: stdio, command: %s}\n", bin("demo-server")))
+	g.waitState(t, "demo", "running")
+	cs := connect(t, g.URL+"/mcp", "")
+
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		// Not adminDo, which may fail the test: this goroutine may outlive
+		// it when a call below fails.
+		req, _ := http.NewRequest("GET", g.URL+"/admin/debug/pprof/profile?seconds=2", nil)
+		req.Header.Set("Authorization", "Bearer "+g.Admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- answer{resp.StatusCode, b, err}
+	}()
+	var a answer
+	calls := 0
+	for done := false; !done; {
+		select {
+		case a = <-got:
+			done = true
+		default:
+			if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp__demo__echo", Arguments: map[string]any{"text": "profiled"}}); err != nil {
+				t.Fatalf("call %d during the profile: %v", calls, err)
+			}
+			calls++
+		}
+	}
+	if a.err != nil {
+		t.Fatalf("GET the profile: %v", a.err)
+	}
+	if a.status != http.StatusOK {
+		t.Fatalf("the profile = %d %.200q, want 200", a.status, a.body)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(a.body))
+	if err != nil {
+		t.Fatalf("the profile is not gzipped: %v", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("the profile's gzip stream is broken: %v", err)
+	}
+	// The profile's string table holds the names of the sampled functions.
+	if !bytes.Contains(raw, []byte("github.com/mcpgw/mcpgw/")) {
+		t.Errorf("the profile (%d bytes, after %d calls) names none of mcpgw's functions", len(raw), calls)
+	}
+	// One out of range is refused.
+	if status, body := g.adminDo(t, "GET", "/admin/debug/pprof/profile?seconds=0", g.Admin, ""); status != http.StatusBadRequest {
+		t.Errorf("seconds=0 = %d %s, want 400", status, body)
 	}
 }

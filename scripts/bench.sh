@@ -92,32 +92,10 @@ run() {
   jq -c --arg case "$label" --arg via "$via" --argjson round "$round" '. + {case: $case, via: $via, round: $round}' <<<"$rep" >>"$OUT"
 }
 
-# start_http_server BIN [ARGS...]: runs BIN -http (and ARGS) on a free
-# port on the servers' CPU and sets srv_pid and srv_url once it accepts
-# connections.
-start_http_server() {
-  local port bin=$1
-  shift
-  port=$(free_port)
-  "${server_cpu[@]}" "$bin" -http "127.0.0.1:$port" "$@" 2>/dev/null &
-  srv_pid=$!
-  pids+=("$srv_pid")
-  srv_url=http://127.0.0.1:$port/mcp
-  wait_port "$port"
-}
-
 # start_crelay UPSTREAM: runs the C relay floor in front of UPSTREAM (a
 # stdio server's command, or an HTTP server's URL) on a free port on the
 # servers' CPU and sets srv_pid and srv_url once it accepts connections.
-start_crelay() {
-  local port
-  port=$(free_port)
-  "${server_cpu[@]}" "$crelay" "$port" "$1" 2>/dev/null &
-  srv_pid=$!
-  pids+=("$srv_pid")
-  srv_url=http://127.0.0.1:$port/mcp
-  wait_port "$port"
-}
+start_crelay() { start_listener "$crelay" @port "$1"; }
 
 # The servers of the small-call cases all stay up through the rounds,
 # idle but for the case being measured: the floor (issue 10's CPU targets

@@ -3,7 +3,9 @@
 # binaries in $bin) removed on exit together with every process whose pid
 # is added to pids; the CPUs the servers and the load tool run on
 # (server_cpu, load_cpu: with two or more CPUs, CPU 0 and CPU 1 through
-# taskset, so that they do not compete); free_port and wait_port.
+# taskset, so that they do not compete); free_port and wait_port; and
+# start_listener and start_http_server, which start a server on a free
+# port.
 
 work=$(mktemp -d)
 bin=$work/bin
@@ -34,4 +36,26 @@ wait_port() {
   done
   echo "nothing listens on port $1" >&2
   return 1
+}
+
+# start_listener CMD [ARGS...]: runs CMD ARGS on the servers' CPU, every
+# "@port" in ARGS replaced by a free port, and sets srv_pid and srv_url
+# (http://127.0.0.1:PORT/mcp) once it accepts connections.
+start_listener() {
+  local port a args=()
+  port=$(free_port)
+  for a in "$@"; do args+=("${a//@port/$port}"); done
+  "${server_cpu[@]}" "${args[@]}" 2>/dev/null &
+  srv_pid=$!
+  pids+=("$srv_pid")
+  srv_url=http://127.0.0.1:$port/mcp
+  wait_port "$port"
+}
+
+# start_http_server BIN [ARGS...]: start_listener for a server that takes
+# its address as -http ADDR.
+start_http_server() {
+  local bin=$1
+  shift
+  start_listener "$bin" -http 127.0.0.1:@port "$@"
 }

@@ -37,14 +37,10 @@ echo "building into $bin" >&2
 CGO_ENABLED=0 go build -pgo=off -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
 go build -o "$bin/" ./cmd/mcpgw-bench ./examples/demo-server ./e2e/fixtures/floorserver ./e2e/fixtures/leanecho
 
-floor_port=$(free_port)
-"${server_cpu[@]}" "$bin/floorserver" -http "127.0.0.1:$floor_port" 2>/dev/null &
-pids+=($!)
-demo_port=$(free_port)
-"${server_cpu[@]}" "$bin/demo-server" -http "127.0.0.1:$demo_port" 2>/dev/null &
-pids+=($!)
-wait_port "$floor_port"
-wait_port "$demo_port"
+start_http_server "$bin/floorserver"
+floor_url=$srv_url
+start_http_server "$bin/demo-server"
+demo_url=$srv_url
 
 # An admin token for this run only; the config keeps its SHA-256.
 token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -60,8 +56,8 @@ admin:
 servers:
   - {name: lean, transport: stdio, command: $bin/leanecho}
   - {name: demo, transport: stdio, command: $bin/demo-server}
-  - {name: floor, transport: http, url: http://127.0.0.1:$floor_port/mcp}
-  - {name: demohttp, transport: http, url: http://127.0.0.1:$demo_port/mcp}
+  - {name: floor, transport: http, url: $floor_url}
+  - {name: demohttp, transport: http, url: $demo_url}
 EOF
 "${server_cpu[@]}" "$bin/mcpgw" serve --config "$work/mcpgw.yaml" 2>"$work/log" &
 gw_pid=$!
@@ -69,11 +65,20 @@ pids+=("$gw_pid")
 base=http://127.0.0.1:$port
 wait_port "$port"
 # Ready when the catalog holds the tools of all four servers.
+ready=
 for _ in $(seq 1 200); do
-  [ "$(curl -s "$base/readyz" | jq -r .status 2>/dev/null)" = ready ] &&
-    [ "$(curl -s -H "Authorization: Bearer $token" "$base/admin/tools" | jq '[.tools[].name | split("__")[1]] | unique | length' 2>/dev/null)" = 4 ] && break
+  if [ "$(curl -s "$base/readyz" | jq -r .status 2>/dev/null)" = ready ] &&
+    [ "$(curl -s -H "Authorization: Bearer $token" "$base/admin/tools" | jq '[.tools[].name | split("__")[1]] | unique | length' 2>/dev/null)" = 4 ]; then
+    ready=1
+    break
+  fi
   sleep 0.05
 done
+if [ -z "$ready" ]; then
+  echo "mcpgw did not list the tools of all four servers within 10 s; its log:" >&2
+  cat "$work/log" >&2
+  exit 1
+fi
 
 loads=(
   "-sessions 1 -tool mcp__lean__echo"

@@ -4,7 +4,8 @@
 # small call as a multiple of the floor's (a bare net/http echo server) at
 # the same session count, beside issue 10's targets in the same unit, and
 # beside the relay floor's (via "relay": e2e/fixtures/relayfloor, the
-# floor's edge relaying to the same upstream and nothing more); the 64
+# floor's edge relaying to the same upstream and nothing more; beside the
+# lean upstreams via "C relay": e2e/fixtures/crelay); the 64
 # KiB case's share of its upstream's CPU; and, with more than one round,
 # each round's own ratios beside the ratios of the medians.
 def r(x): if x == null then "–" else ((x * 10 | round) / 10 | tostring) end;
@@ -61,14 +62,15 @@ def added(via): addedBy(via) | map(r(.)) | join(", ");
    | "Idle: \(.sessions) sessions held open with their GET streams: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (opened in \(r(.idle.open_s)) s, \(.errors) errors)."),
   "",
   ((map(select(.via == "floor")) | map({key: (.sessions | tostring), value: .watched.cpu_us_per_req}) | from_entries) as $floor
-   | (map(select(.via == "relay")) | map({key: .case, value: .watched.cpu_us_per_req}) | from_entries) as $relay
+   | (map(select(.via == "relay" or .via == "C relay")) | map({key: .case, value: {via, cpu: .watched.cpu_us_per_req}}) | from_entries) as $relay
    | if ($floor | length) == 0 then empty else
-     "CPU per small call as a multiple of the floor's (\($floor | to_entries | map("\(.value | r(.)) µs at \(.key)") | join(", "))); the targets are 35 and 60 µs over a 24 µs floor, 1.46× (stdio) and 2.5× (HTTP). Beside each, the relay floor's, and mcpgw's as a multiple of it:",
+     "CPU per small call as a multiple of the floor's (\($floor | to_entries | map("\(.value | r(.)) µs at \(.key)") | join(", "))); the targets are 35 and 60 µs over a 24 µs floor, 1.46× (stdio) and 2.5× (HTTP). Beside each, the relay floor's (beside the lean upstreams, the C relay's), and mcpgw's as a multiple of it:",
      "",
      (.[] | select(.via == "mcpgw" and (.case | test("^echo (lean )?(stdio|http), [0-9]+ sessions$"))) | select($floor[.sessions | tostring] != null)
       | $floor[.sessions | tostring] as $f | $relay[.case] as $rl
       | "- \(.case): \(r(.watched.cpu_us_per_req)) µs, \(ratio(.watched.cpu_us_per_req; $f))"
-        + (if $rl == null then "" else "; the relay floor \(r($rl)) µs, \(ratio($rl; $f)); mcpgw \(ratio(.watched.cpu_us_per_req; $rl)) the relay floor's" end))
+        + (if $rl == null then "" else ($rl.via | if . == "relay" then "the relay floor" else "the C relay" end) as $n
+           | "; \($n) \(r($rl.cpu)) µs, \(ratio($rl.cpu; $f)); mcpgw \(ratio(.watched.cpu_us_per_req; $rl.cpu)) \($n)'s" end))
      end),
   "",
   (.[] | select(.via == "mcpgw" and (.case | test("KiB payload stdio")))

@@ -97,6 +97,7 @@ echo "profiling mcpgw for $seconds s under ${#loads[@]} loads" >&2
 curl -sS --fail-with-body -o "$work/cpu.pgo" -H "Authorization: Bearer $token" \
   "$base/admin/debug/pprof/profile?seconds=$seconds" &
 curl_pid=$!
+pids+=("$curl_pid") # stopped with the rest when a load fails
 sleep 0.5
 for l in "${loads[@]}"; do
   # shellcheck disable=SC2086 # each load is a list of flags

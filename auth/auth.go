@@ -19,11 +19,16 @@ const Anonymous = "anonymous"
 
 // Principal is who made a request.
 type Principal struct {
-	// Name is the principal's name: an API key's principal, a JWT's
-	// principal claim (config auth.jwt.principal_claim), or Anonymous.
+	// Name is the principal's name, which sessions, tasks, media, rate
+	// limits and access rules bind to: an API key's principal as
+	// configured (config validation allows no ":" in it), Anonymous, or
+	// for a JWT its principal claim (config auth.jwt.principal_claim)
+	// qualified by the issuer, "jwt:<issuer>#<claim value>"
+	// (config.JWT.Qualify). So a token never gets a key's name, whatever
+	// its claims, nor do the tokens of two issuers share one.
 	Name string
 	// Groups are the groups the principal belongs to: an API key's, or a
-	// JWT's groups claim.
+	// JWT's groups claim, each qualified by the issuer like Name.
 	Groups []string
 }
 

@@ -16,6 +16,12 @@
 //	                                        signature, iss, aud, exp, nbf, iat
 //	                                        scopes (else 403), principal claim ──▶ Principal
 //
+// A key's principal keeps its configured name; a token's principal and
+// groups are named "jwt:<issuer>#<claim value>" (config.JWT.Qualify), so
+// the two sources never share a principal, and neither do two issuers:
+// whatever binds to the name (sessions, tasks, media, rate limits, access
+// rules) tells them apart.
+//
 // A refusal is an *Error that carries its status (401, or 403 for missing
 // scopes) and its WWW-Authenticate challenge, which points clients at the
 // protected-resource metadata (RFC 9728) served by MetadataHandler.

@@ -42,6 +42,7 @@ type verifier struct {
 	leeway           time.Duration
 	principalClaim   string
 	groupsClaim      string
+	qualify          func(claim string) string // config.JWT.Qualify
 	scopes           []string
 	now              func() time.Time
 	keys             *keySet
@@ -54,6 +55,10 @@ func newVerifier(opts Options, resource string) (*verifier, error) {
 	if err := checkFetchURL(j.Issuer); err != nil {
 		return nil, fmt.Errorf("auth: jwt issuer: %w", err)
 	}
+	if strings.Contains(j.Issuer, "#") {
+		// It would make the names of two issuers' principals ambiguous.
+		return nil, errors.New(`auth: jwt issuer: has a "#"`)
+	}
 	if j.JWKSURL != "" {
 		if err := checkFetchURL(j.JWKSURL); err != nil {
 			return nil, fmt.Errorf("auth: jwt jwks_url: %w", err)
@@ -65,6 +70,7 @@ func newVerifier(opts Options, resource string) (*verifier, error) {
 		leeway:         time.Duration(j.Leeway),
 		principalClaim: cmpOr(j.PrincipalClaim, "sub"),
 		groupsClaim:    cmpOr(j.GroupsClaim, "groups"),
+		qualify:        j.Qualify,
 		scopes:         slices.Clone(j.Scopes),
 		now:            opts.Now,
 	}
@@ -195,7 +201,13 @@ func (v *verifier) claims(payload []byte) (Principal, error) {
 			}
 		}
 	}
-	return Principal{Name: name, Groups: groups}, nil
+	// The names are qualified by the issuer, so that no token is ever an
+	// API key's principal or in a key's group (whose names hold no ":"),
+	// nor another issuer's.
+	for i, g := range groups {
+		groups[i] = v.qualify(g)
+	}
+	return Principal{Name: v.qualify(name), Groups: groups}, nil
 }
 
 // stringClaim returns claim name when it is a JSON string.

@@ -71,6 +71,16 @@ func (f *fixture) claims(over map[string]any) map[string]any {
 	return c
 }
 
+// named returns p as a token of f's issuer names it: each name is a
+// claim's value, "jwt:<issuer>#<value>".
+func (f *fixture) named(p Principal) Principal {
+	q := Principal{Name: "jwt:" + f.is.srv.URL + "#" + p.Name}
+	for _, g := range p.Groups {
+		q.Groups = append(q.Groups, "jwt:"+f.is.srv.URL+"#"+g)
+	}
+	return q
+}
+
 // result is what a request through f's middleware got.
 type result struct {
 	status    int
@@ -125,7 +135,7 @@ func TestJWT(t *testing.T) {
 		secret func(t testing.TB) []byte // the HMAC secret for alg HS256
 
 		status int
-		want   Principal // when 200
+		want   Principal // when 200: the claims' values (see fixture.named)
 		reason error     // when not 200
 	}{
 		{name: "valid RS256", status: 200, want: Principal{Name: "carol", Groups: []string{"ops", "dev"}}},
@@ -242,7 +252,7 @@ func TestJWT(t *testing.T) {
 				t.Fatalf("status %d (%v), want %d", got.status, got.err, tt.status)
 			}
 			if tt.status == 200 {
-				if diff := cmp.Diff(tt.want, got.principal); diff != "" {
+				if diff := cmp.Diff(f.named(tt.want), got.principal); diff != "" {
 					t.Errorf("principal (-want +got):\n%s", diff)
 				}
 				return
@@ -300,7 +310,7 @@ func TestJWT_Challenges(t *testing.T) {
 			return "Bearer " + mint(t, key("rsa1"), nil, f.claims(map[string]any{"scope": "mcp:tools"}), nil)
 		}, 403, `Bearer error="insufficient_scope", scope="mcp:tools mcp:admin", ` + meta, ""},
 		{"api key beside JWT", []string{"mcp:tools"}, false, func(*fixture) string { return "Bearer alice-key" }, 200, "", "alice"},
-		{"JWT beside api keys", nil, false, func(f *fixture) string { return "Bearer " + mint(t, key("rsa1"), nil, f.claims(nil), nil) }, 200, "", "carol"},
+		{"JWT beside api keys", nil, false, func(f *fixture) string { return "Bearer " + mint(t, key("rsa1"), nil, f.claims(nil), nil) }, 200, "", "jwt:" + is.srv.URL + "#carol"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -328,7 +338,7 @@ func TestJWT_KeyRotation(t *testing.T) {
 	is.set(func(is *testIssuer) { is.keys = []*testKey{key("rsa2")} })
 	f.clock.Add(MinJWKSRefresh)
 	rotated := mint(t, key("rsa2"), nil, f.claims(nil), nil)
-	if got := f.do(t, "Bearer "+rotated); got.status != 200 || got.principal.Name != "carol" {
+	if got := f.do(t, "Bearer "+rotated); got.status != 200 || got.principal.Name != "jwt:"+is.srv.URL+"#carol" {
 		t.Fatalf("new key: %d %v", got.status, got.err)
 	}
 	// f.do authenticates twice (Middleware, then Authenticate): the
@@ -414,7 +424,7 @@ func TestJWT_SharedFetch(t *testing.T) {
 	}
 	wg.Wait()
 	for i, n := range names {
-		if n != "carol" {
+		if n != "jwt:"+is.srv.URL+"#carol" {
 			t.Errorf("request %d: principal %q", i, n)
 		}
 	}
@@ -577,6 +587,7 @@ func TestNew_JWT(t *testing.T) {
 		{"resource with a fragment", Options{JWT: jwt, Resource: testResource + "#x"}, "not an absolute"},
 		{"http issuer", Options{JWT: config.JWT{Issuer: "http://issuer.example"}, Resource: testResource}, "must be https"},
 		{"loopback http issuer", Options{JWT: config.JWT{Issuer: "http://127.0.0.1:9"}, Resource: testResource}, ""},
+		{"issuer with an empty fragment", Options{JWT: config.JWT{Issuer: "https://issuer.example/#"}, Resource: testResource}, `has a "#"`},
 		{"http jwks", Options{JWT: config.JWT{Issuer: "https://issuer.example", JWKSURL: "http://keys.example"}, Resource: testResource}, "must be https"},
 		{"HS256", Options{JWT: config.JWT{Issuer: "https://issuer.example", Algorithms: []string{"RS256", "HS256"}}, Resource: testResource}, `"HS256" is not accepted`},
 		{"none", Options{JWT: config.JWT{Issuer: "https://issuer.example", Algorithms: []string{"none"}}, Resource: testResource}, `"none" is not accepted`},

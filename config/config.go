@@ -275,9 +275,11 @@ func (c *Config) DatabasePath() string {
 }
 
 // Auth says who may use /mcp. Each request is made by a principal: the one
-// an API key names, or "anonymous" for a request without a token when
-// Anonymous allows it. Sessions, tasks and (later) media belong to the
-// principal that made them.
+// an API key names, the one a JWT names (JWT.Qualify: "jwt:<issuer>#<sub>"),
+// or "anonymous" for a request without a token when Anonymous allows it.
+// Sessions, tasks, media and rate limits belong to the principal that made
+// them. A key's names never hold ":" and a token's always start "jwt:", so
+// a token can never be a key's principal or in a key's group.
 type Auth struct {
 	// Anonymous allows requests without a token, as the principal
 	// "anonymous". Default true when neither an API key nor a JWT issuer
@@ -310,10 +312,12 @@ type JWT struct {
 	// Leeway is the clock skew allowed on exp, nbf and iat. Default
 	// DefaultJWTLeeway.
 	Leeway Duration `yaml:"leeway"`
-	// PrincipalClaim names the claim that is the principal. Default "sub".
+	// PrincipalClaim names the claim whose value, qualified by Qualify, is
+	// the principal. Default "sub".
 	PrincipalClaim string `yaml:"principal_claim"`
 	// GroupsClaim names the claim (a string or a list of strings) that
-	// gives the principal's groups. Default "groups".
+	// gives the principal's groups, each qualified by Qualify. Default
+	// "groups".
 	GroupsClaim string `yaml:"groups_claim"`
 	// Scopes are the scopes a token must all have (its "scope", space
 	// separated, or "scp"); also advertised as scopes_supported. Default
@@ -326,6 +330,17 @@ type JWT struct {
 
 // Enabled reports whether JWTs are accepted.
 func (j JWT) Enabled() bool { return j.Issuer != "" }
+
+// JWTNamePrefix starts the name of every principal and group that comes
+// from a JWT. The names of API keys never hold ":".
+const JWTNamePrefix = "jwt:"
+
+// Qualify returns the principal or group name that a token of j's issuer
+// gets for the claim value v: "jwt:<issuer>#<v>". Everything a principal
+// owns binds to this name, and access rules name a token's principal or
+// group by it. Since an issuer holds no "#" (Validate), the first "#" ends
+// it, and tokens of two issuers never get the same name.
+func (j JWT) Qualify(v string) string { return JWTNamePrefix + j.Issuer + "#" + v }
 
 // ACL says which principals may use which servers, tools, prompts and
 // resources. With no rules everybody may use everything.
@@ -362,7 +377,10 @@ const (
 // which * and ? also match "/", so that "*" is everything and
 // "file:///secret/*" every URI under it.
 type ACLRule struct {
-	Effect     string   `yaml:"effect"` // ACLAllow or ACLDeny
+	Effect string `yaml:"effect"` // ACLAllow or ACLDeny
+	// Principals and Groups name callers as Auth does: an API key's
+	// principal or group by its bare name, "anonymous", and a token's by
+	// JWT.Qualify ("jwt:<issuer>#<claim value>").
 	Principals []string `yaml:"principals"`
 	Groups     []string `yaml:"groups"`
 	Servers    []string `yaml:"servers"`
@@ -405,7 +423,8 @@ type APIKey struct {
 	// KeySHA256 is the token's SHA-256, written "sha256:<64 hex digits>";
 	// never the token itself.
 	KeySHA256 string `yaml:"key_sha256"`
-	// Groups the principal belongs to (for access rules later).
+	// Groups the principal belongs to, for access rules: [A-Za-z0-9._@-],
+	// 1 to 64 characters each.
 	Groups []string `yaml:"groups"`
 }
 

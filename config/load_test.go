@@ -215,6 +215,12 @@ var badFixtures = []struct {
 		},
 	},
 	{
+		name: "issuer.bad.yaml",
+		want: Problems{
+			fatal("auth.jwt.issuer", `"https://auth.example.com/#" has a "#": an issuer has no fragment (RFC 8414, section 2), and "#" ends the issuer in the names of its tokens' principals`),
+		},
+	},
+	{
 		name: "media.bad.yaml",
 		want: Problems{
 			fatal("admin.listen", `"nope" is not a host:port address to listen on, such as 127.0.0.1:9090`),

@@ -319,6 +319,8 @@ func (c *Config) validateGateway() Problems {
 			add("auth.jwt.issuer", "missing: the other auth.jwt settings need the issuer's URL")
 		} else if msg := checkHTTPSURL(j.Issuer); msg != "" {
 			add("auth.jwt.issuer", "%s", msg)
+		} else if strings.Contains(j.Issuer, "#") {
+			add("auth.jwt.issuer", `%q has a "#": an issuer has no fragment (RFC 8414, section 2), and "#" ends the issuer in the names of its tokens' principals`, j.Issuer)
 		}
 		if j.JWKSURL != "" {
 			if msg := checkHTTPSURL(j.JWKSURL); msg != "" {

@@ -215,6 +215,24 @@ var badFixtures = []struct {
 		},
 	},
 	{
+		name: "principals.bad.yaml",
+		want: Problems{
+			fatal("acl.rules[0].principals[4]", `"carol" is no API key's principal (auth.api_keys); a token's principal is written "jwt:https://auth.example.com/tenant#carol"`),
+			fatal("acl.rules[0].principals[5]", "is empty"),
+			fatal("acl.rules[0].principals[6]", `"jwt:https://auth.example.com#carol" is not of auth.jwt.issuer: a token's principal is written "jwt:https://auth.example.com/tenant#" and the claim's value`),
+			fatal("acl.rules[0].principals[7]", `"jwt:https://auth.example.com/tenant#" names no principal after the issuer`),
+			fatal("acl.rules[0].groups[2]", `"ops" is no API key's group (auth.api_keys); a token's group is written "jwt:https://auth.example.com/tenant#ops"`),
+			fatal("acl.rules[0].groups[3]", "is empty"),
+		},
+	},
+	{
+		name: "principals_nojwt.bad.yaml",
+		want: Problems{
+			fatal("acl.rules[0].principals[2]", `"jwt:https://auth.example.com#carol" names a token's principal, but auth.jwt is off`),
+			fatal("acl.rules[0].groups[1]", `"jwt:https://auth.example.com#ops" names a token's group, but auth.jwt is off`),
+		},
+	},
+	{
 		name: "issuer.bad.yaml",
 		want: Problems{
 			fatal("auth.jwt.issuer", `"https://auth.example.com/#" has a "#": an issuer has no fragment (RFC 8414, section 2), and "#" ends the issuer in the names of its tokens' principals`),
@@ -438,8 +456,8 @@ var goodFixtures = []struct {
 				PrincipalClaim: "sub", GroupsClaim: "groups", Scopes: []string{"mcp"}, AuthorizationServers: []string{"https://auth.example.com"},
 			}},
 			ACL: ACL{Default: "deny", Rules: []ACLRule{
-				{Effect: "allow", Groups: []string{"platform"}, Servers: []string{"*"}},
-				{Effect: "deny", Principals: []string{"alice"}, Tools: []string{"mcp__files__write_*"}},
+				{Effect: "allow", Groups: []string{"platform", "jwt:https://auth.example.com#platform"}, Servers: []string{"*"}},
+				{Effect: "deny", Principals: []string{"alice", "jwt:https://auth.example.com#alice"}, Tools: []string{"mcp__files__write_*"}},
 			}},
 			RateLimits: RateLimits{PerPrincipal: Rate{Rate: 20, Burst: 40}, MaxPrincipals: 10000},
 			Tasks: Tasks{Host: ptr(true), DefaultTTL: Duration(time.Hour), MaxTTL: Duration(24 * time.Hour),

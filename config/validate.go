@@ -341,6 +341,13 @@ func (c *Config) validateGateway() Problems {
 			}
 		}
 	}
+	keyNames, keyGroups := map[string]bool{"anonymous": true}, map[string]bool{}
+	for _, k := range c.Auth.APIKeys {
+		keyNames[k.Principal] = true
+		for _, g := range k.Groups {
+			keyGroups[g] = true
+		}
+	}
 	switch c.ACL.Default {
 	case "", ACLAllow, ACLDeny:
 	default:
@@ -361,10 +368,11 @@ func (c *Config) validateGateway() Problems {
 				}
 			}
 		}
-		for j, g := range append(append([]string(nil), r.Principals...), r.Groups...) {
-			if g == "" {
-				add(fmt.Sprintf("%s.principals/groups[%d]", rpath, j), "is empty")
-			}
+		for j, p := range r.Principals {
+			checkCaller(fmt.Sprintf("%s.principals[%d]", rpath, j), "principal", p, keyNames, c.Auth.JWT, add)
+		}
+		for j, g := range r.Groups {
+			checkCaller(fmt.Sprintf("%s.groups[%d]", rpath, j), "group", g, keyGroups, c.Auth.JWT, add)
 		}
 	}
 	if r := c.RateLimits.PerPrincipal; r.Rate < 0 || r.Burst < 0 || r.Rate > 0 && r.Burst < 1 {
@@ -386,6 +394,30 @@ func (c *Config) validateGateway() Problems {
 		add("log.format", "%q is not one of %s", c.Log.Format, strings.Join(logFormats, ", "))
 	}
 	return ps
+}
+
+// checkCaller checks name, a principal or group (kind) that an access rule
+// at path names. A token's name ("jwt:…") must be of the issuer of jwt.
+// With JWTs on, a bare name must be one of known (the API keys' names): a
+// bare name never matches a token, so a rule that names a token's subject
+// or group bare would cover no one; it is refused instead.
+func checkCaller(path, kind, name string, known map[string]bool, jwt JWT, add func(path, format string, args ...any)) {
+	prefix := jwt.Qualify("")
+	switch {
+	case name == "":
+		add(path, "is empty")
+	case strings.HasPrefix(name, JWTNamePrefix):
+		switch {
+		case !jwt.Enabled():
+			add(path, "%q names a token's %s, but auth.jwt is off", name, kind)
+		case !strings.HasPrefix(name, prefix):
+			add(path, "%q is not of auth.jwt.issuer: a token's %s is written %q and the claim's value", name, kind, prefix)
+		case name == prefix:
+			add(path, "%q names no %s after the issuer", name, kind)
+		}
+	case jwt.Enabled() && !known[name]:
+		add(path, "%q is no API key's %s (auth.api_keys); a token's %s is written %q", name, kind, kind, jwt.Qualify(name))
+	}
 }
 
 // validPrincipal reports whether s is a principal or group name.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,6 +108,11 @@ func New(opts Options) (*Authenticator, error) {
 		b, err := hex.DecodeString(h)
 		if !ok || err != nil || len(b) != sha256.Size {
 			return nil, fmt.Errorf("auth: api key %d of principal %q is not a sha256 hash", i, k.Principal)
+		}
+		// A token's names start "jwt:" (config.JWT.Qualify): a key's name
+		// with a ":" could be one, and config never allows it.
+		if strings.Contains(k.Principal, ":") || slices.ContainsFunc(k.Groups, func(g string) bool { return strings.Contains(g, ":") }) {
+			return nil, fmt.Errorf("auth: api key %d of principal %q has a \":\" in a name", i, k.Principal)
 		}
 		var sum [sha256.Size]byte
 		copy(sum[:], b)

@@ -81,6 +81,12 @@ func TestMiddleware(t *testing.T) {
 	if _, err := New(Options{Keys: []config.APIKey{{Principal: "x", KeySHA256: "plain"}}}); err == nil {
 		t.Error("New accepted a key that is not a hash")
 	}
+	// A key's names hold no ":", so that none is a token's (jwt:…).
+	for _, k := range []config.APIKey{keyOf("jwt:https://issuer.example#alice", "k"), keyOf("alice", "k", "ops", "jwt:https://issuer.example#ops")} {
+		if _, err := New(Options{Keys: []config.APIKey{k}}); err == nil || !strings.Contains(err.Error(), `":"`) {
+			t.Errorf("New with key names %q %q: %v, want an error about the colon", k.Principal, k.Groups, err)
+		}
+	}
 }
 
 // TestMiddleware_OnRefuse: OnRefuse writes the answer, with its status,

@@ -543,9 +543,13 @@ type Admin struct {
 	// DefaultAdminEnvPrefix.
 	EnvPrefix string `yaml:"env_prefix"`
 	// StdioCommands are the commands a stdio server registered through the
-	// admin API may run, matched exactly. Default none: the API registers
-	// no stdio server, so an admin token cannot run a program.
-	StdioCommands []string `yaml:"stdio_commands"`
+	// admin API may run, each with the arguments it may be given (see
+	// StdioCommand). Default none: the API registers no stdio server.
+	StdioCommands []StdioCommand `yaml:"stdio_commands"`
+	// StdioEnv names the variables a stdio server registered through the
+	// admin API may set in its env, matched exactly; a name NeverPassed
+	// refuses is a problem. Default none.
+	StdioEnv []string `yaml:"stdio_env"`
 }
 
 // Log configures the gateway's log on stderr.

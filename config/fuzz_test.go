@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("sessions: &a {<<: *a, max: 5}"))
 	f.Add([]byte("servers:\n - &s {name: a, transport: http, url: 'https://${X}'}\n - {<<: *s, name: b}\n"))
 	f.Add([]byte("naming: {prefix: gw, separator: '-', max_length: 16}\npage_size: 5\nservers: [{name: a, transport: stdio, command: x, naming: {prefix_mode: never}, tools: {allow: ['r*', '[a-'], rename: {x: y, z: y}, describe: {x: ''}}}]"))
+	f.Add([]byte("admin: {stdio_commands: [npx, {command: /bin/x, args: ['-y', '@a/s-*', '**']}, {command: ./x}, [y], {args: ['[a-']}], stdio_env: [K, NODE_OPTIONS, path]}"))
 	f.Add([]byte("input_timeout: 1h\nresume_window: 1ns\nservers: [{name: a, transport: stdio, command: x, session_mode: per_session, single_user: true, pool: {max: 1, idle_timeout: 1s}, restart: {max_attempts: -1, initial_backoff: 2s, max_backoff: 1s}, roots: [{uri: 'file:///a'}, {uri: 'file://h'}, {name: x}]}]"))
 
 	lookupEnv := func(name string) (string, bool) {
@@ -56,6 +58,21 @@ func FuzzParse(f *testing.F) {
 		}
 		if again := c.validate(); again != nil {
 			t.Errorf("Parse found no problem, but validate finds:\n%v", again)
+		}
+		for _, sc := range c.Admin.StdioCommands {
+			if strings.TrimSpace(sc.Command) == "" || !path.IsAbs(sc.Command) && strings.Contains(sc.Command, "/") {
+				t.Errorf("Parse accepted the stdio command %q", sc.Command)
+			}
+			for i, p := range sc.Args {
+				if _, err := path.Match(p, ""); err != nil || p == "**" && i < len(sc.Args)-1 {
+					t.Errorf("Parse accepted the argument patterns %q", sc.Args)
+				}
+			}
+		}
+		for _, name := range c.Admin.StdioEnv {
+			if _, never := NeverPassed(name); never || !ValidVarName(name) {
+				t.Errorf("Parse accepted %q in admin.stdio_env", name)
+			}
 		}
 		if n := c.Naming; !prefixRE.MatchString(n.Prefix) || !separatorRE.MatchString(n.Separator) || n.MaxLength < 16 || n.MaxLength > 128 {
 			t.Errorf("Parse accepted naming %+v", n)
@@ -151,6 +168,49 @@ func FuzzExpand(f *testing.F) {
 		// A reference to a set variable is replaced by its value.
 		if got, err := Expand(escaped+"${V}", lookupEnv); got != s+"<V>" || err != nil {
 			t.Errorf("Expand(%q) = %q, %v; want %q", escaped+"${V}", got, err, s+"<V>")
+		}
+	})
+}
+
+// fuzzArg is an argument FuzzCheckRegistration adds; no message may show
+// it.
+const fuzzArg = "zq7-fuzz-arg-41c"
+
+func FuzzCheckRegistration(f *testing.F) {
+	f.Add("-y\x00@scope/server-*", "-y\x00@scope/server-x", "NODE_OPTIONS")
+	f.Add("**", "a\x00b", "K")
+	f.Add("", "", "")
+	f.Add("[a-\x00**\x00*", "x", "ld_preload")
+	f.Add("\\*\x00?", "*\x00/", "GOFLAGS")
+	f.Fuzz(func(t *testing.T, patterns, args, name string) {
+		sc := StdioCommand{Command: "cmd", Args: strings.Split(patterns, "\x00")}
+		if patterns == "" {
+			sc.Args = nil
+		}
+		argv := strings.Split(args, "\x00")
+		a := Admin{StdioCommands: []StdioCommand{sc}, StdioEnv: []string{name}}
+		srv := Server{Transport: TransportStdio, Command: "cmd", Args: append(argv, fuzzArg), Env: map[string]string{name: fuzzSecret}}
+		ps := a.CheckRegistration(&srv)
+		if strings.Contains(patterns, fuzzArg) || strings.Contains(patterns, fuzzSecret) || strings.Contains(name, fuzzSecret) || strings.Contains(name, fuzzArg) {
+			return
+		}
+		for _, p := range ps {
+			if strings.Contains(p.String(), fuzzSecret) || strings.Contains(p.String(), fuzzArg) {
+				t.Errorf("problem shows an argument or a value: %v", p)
+			}
+		}
+		allowed := sc.Allows(srv.Args)
+		if refused := slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == "args" }); refused == allowed {
+			t.Errorf("Allows(%q) = %t, but CheckRegistration's problems are %v", srv.Args, allowed, ps)
+		}
+		if _, never := NeverPassed(name); never != slices.ContainsFunc(ps, func(p Problem) bool { return strings.Contains(p.Message, "is never passed") }) {
+			t.Errorf("NeverPassed(%q) = %t, but CheckRegistration's problems are %v", name, never, ps)
+		}
+		// Without a last "**", one argument more never matches; with one,
+		// it matches whenever the arguments before it did.
+		rest := len(sc.Args) > 0 && sc.Args[len(sc.Args)-1] == "**"
+		if more := sc.Allows(append(slices.Clip(srv.Args), "x")); allowed && more != rest {
+			t.Errorf("Allows(%q) = true and with one argument more %t; want %t (rest pattern %t)", srv.Args, more, rest, rest)
 		}
 	})
 }

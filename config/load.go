@@ -412,6 +412,13 @@ func (d *decoder) field(kv pair, v reflect.Value, path string) {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
+// A shorthand is a mapping that a file may also write as one scalar, such
+// as an admin.stdio_commands entry: "npx" for {command: npx}.
+type shorthand interface {
+	setScalar(s string)
+	forms() string // the two forms, for a problem
+}
+
 // decode decodes n into v (settable). A null value leaves v as it is, so
 // "key:" with no value means the default.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
@@ -420,6 +427,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	n = resolve(n)
 	if isNull(n) {
+		return
+	}
+	if sh, ok := v.Addr().Interface().(shorthand); ok && n.Kind != yaml.MappingNode {
+		if n.Kind != yaml.ScalarNode {
+			d.add(path, "must be "+sh.forms()+", not "+describe(n))
+			return
+		}
+		sh.setScalar(n.Value)
 		return
 	}
 	if v.Addr().Type().Implements(unmarshalerType) {

@@ -239,11 +239,34 @@ var badFixtures = []struct {
 		},
 	},
 	{
+		name: "admin.bad.yaml",
+		want: Problems{
+			fatal("admin.stdio_commands[1].args[1]", `"[a-" is not a valid pattern (path.Match syntax: *, ?, [a-z] and \ to escape)`),
+			fatal("admin.stdio_commands[2].args[0]", `"**" must be the last pattern: it matches all the arguments that are left`),
+			fatal("admin.stdio_commands[3].command", `"./server" is a relative path, which would run from the cwd a registration chooses; give a name looked up on PATH (npx) or an absolute path`),
+			fatal("admin.stdio_commands[4]", "has no command"),
+			fatal("admin.stdio_commands[5].command", `"bin/mcp" is a relative path, which would run from the cwd a registration chooses; give a name looked up on PATH (npx) or an absolute path`),
+			fatal("admin.stdio_env[1]", "NODE_OPTIONS is never passed to a stdio server registered through the admin API: Node.js, npm, npx and the other JavaScript runtimes and package managers load code or packages it names"),
+			fatal("admin.stdio_env[2]", "ld_preload is never passed to a stdio server registered through the admin API: the dynamic loader and the C library load code or data from the files it names"),
+			fatal("admin.stdio_env[3]", `"1X" is not a valid variable name (letters, digits and _, not starting with a digit)`),
+			fatal("admin.stdio_env[4]", "GOFLAGS is never passed to a stdio server registered through the admin API: toolchains that build and run a server (go run, cargo run) run the programs and fetch the code it names"),
+			fatal("admin.stdio_env[5]", "PATH is never passed to a stdio server registered through the admin API: it chooses which program runs, or where programs find their configuration; the gateway sets PATH, HOME and TMPDIR itself"),
+		},
+	},
+	{
+		name: "admin_decode.bad.yaml",
+		want: Problems{
+			fatal("admin.stdio_commands[1].argz", `unknown key (did you mean "args"?)`),
+			fatal("admin.stdio_commands[2]", "must be a command, or a mapping with command and args, not a list"),
+			fatal("admin.stdio_commands[3].args", "must be a list, not a string"),
+		},
+	},
+	{
 		name: "media.bad.yaml",
 		want: Problems{
 			fatal("admin.listen", `"nope" is not a host:port address to listen on, such as 127.0.0.1:9090`),
 			fatal("admin.env_prefix", "must not be empty: servers registered through the admin API would read every environment variable of the gateway"),
-			fatal("admin.stdio_commands[0]", "is empty"),
+			fatal("admin.stdio_commands[0]", "has no command"),
 			fatal("media.mode", `"links" is not one of link, link+markdown, inline`),
 			fatal("media.min_bytes", "must be 0 or more"),
 			fatal("media.max_bytes", "must be more than 0"),
@@ -465,8 +488,13 @@ var goodFixtures = []struct {
 			Media: Media{Mode: "link", MinBytes: 4 << 10, MaxBytes: 1 << 30, MaxAge: Duration(24 * time.Hour),
 				URLTTL: Duration(24 * time.Hour)},
 			TrustedProxies: []string{"10.0.0.0/8", "192.168.1.10"},
-			Admin:          Admin{Tokens: []string{}, EnvPrefix: "MCPGW_UPSTREAM_", StdioCommands: []string{"npx", "/usr/local/bin/mcp-git"}},
-			Log:            Log{Level: "info", Format: "json"},
+			Admin: Admin{Tokens: []string{}, EnvPrefix: "MCPGW_UPSTREAM_",
+				StdioCommands: []StdioCommand{
+					{Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/shared/*"}},
+					{Command: "/usr/local/bin/mcp-git"},
+				},
+				StdioEnv: []string{"GITHUB_TOKEN"}},
+			Log: Log{Level: "info", Format: "json"},
 			Servers: []Server{
 				{
 					Name:       "files",

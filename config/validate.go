@@ -269,9 +269,28 @@ func (c *Config) validateGateway() Problems {
 	if c.Admin.EnvPrefix == "" {
 		add("admin.env_prefix", "must not be empty: servers registered through the admin API would read every environment variable of the gateway")
 	}
-	for i, cmd := range c.Admin.StdioCommands {
-		if strings.TrimSpace(cmd) == "" {
-			add(fmt.Sprintf("admin.stdio_commands[%d]", i), "is empty")
+	for i, sc := range c.Admin.StdioCommands {
+		at := fmt.Sprintf("admin.stdio_commands[%d]", i)
+		switch cmd := sc.Command; {
+		case strings.TrimSpace(cmd) == "":
+			add(at, "has no command")
+		case !pathpkg.IsAbs(cmd) && strings.Contains(cmd, "/"):
+			// exec runs a relative path from the server's cwd, which a
+			// registration chooses.
+			add(join(at, "command"), "%q is a relative path, which would run from the cwd a registration chooses; give a name looked up on PATH (npx) or an absolute path", cmd)
+		}
+		for j, p := range sc.Args {
+			if msg := checkArgPattern(p, j == len(sc.Args)-1); msg != "" {
+				add(fmt.Sprintf("%s.args[%d]", at, j), "%s", msg)
+			}
+		}
+	}
+	for i, name := range c.Admin.StdioEnv {
+		at := fmt.Sprintf("admin.stdio_env[%d]", i)
+		if !ValidVarName(name) {
+			add(at, "%q is not a valid variable name (letters, digits and _, not starting with a digit)", name)
+		} else if why, never := NeverPassed(name); never {
+			add(at, "%s is never passed to a stdio server registered through the admin API: %s", name, why)
 		}
 	}
 	if !slices.Contains(mediaModes, c.Media.Mode) {

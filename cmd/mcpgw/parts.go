@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -189,6 +188,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		Naming:        cfg.Naming,
 		EnvPrefix:     cfg.Admin.EnvPrefix,
 		StdioCommands: cfg.Admin.StdioCommands,
+		StdioEnv:      cfg.Admin.StdioEnv,
 		LookupEnv:     os.LookupEnv,
 		Sessions:      edge,
 		Logger:        logger.With("component", "admin"),
@@ -332,8 +332,10 @@ func restoreServers(ctx context.Context, cfg *config.Config, db *store.SQLite, m
 				logger.Error("skipping a server registered through the admin API: its entry no longer validates", "server", rec.Name, "problems", ps.Error())
 				continue
 			}
-			if srv.Transport == config.TransportStdio && !slices.Contains(cfg.Admin.StdioCommands, srv.Command) {
-				logger.Error("skipping a stdio server registered through the admin API: its command is no longer in admin.stdio_commands", "server", rec.Name)
+			// The admin API's own rules: a record they no longer allow
+			// (or allowed before they were as strict) runs nothing.
+			if ps := cfg.Admin.CheckRegistration(&srv); len(ps) > 0 {
+				logger.Error("skipping a stdio server registered through the admin API: admin.stdio_commands or admin.stdio_env no longer allow it", "server", rec.Name, "problems", ps.Error())
 				continue
 			}
 			if rec.Enabled != nil {

@@ -10,7 +10,9 @@
 // An admin token must not become a way to read the gateway's secrets or to
 // run a program: a registered server may expand only environment variables
 // with the configured prefix, and may be a stdio server only for a command
-// on the configured list.
+// on the configured list, with arguments its entry allows and variables of
+// the configured list that are not loader or interpreter hooks
+// (config.Admin.CheckRegistration).
 //
 // Every route is in the OpenAPI document of package openapi, served at
 // /admin/openapi.json; the tests check each request and response against it.
@@ -25,7 +27,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,9 +84,12 @@ type Options struct {
 	// EnvPrefix is the prefix of the environment variables a registered
 	// server may expand. If empty, config.DefaultAdminEnvPrefix.
 	EnvPrefix string
-	// StdioCommands are the commands a registered stdio server may run.
-	// Empty: none.
-	StdioCommands []string
+	// StdioCommands are the commands a registered stdio server may run,
+	// with the arguments each may pass. Empty: none.
+	StdioCommands []config.StdioCommand
+	// StdioEnv are the variables a registered stdio server may set. Empty:
+	// none.
+	StdioEnv []string
 	// LookupEnv reads the gateway's environment for ${VAR} in registered
 	// entries (only names with EnvPrefix are asked). If nil, every
 	// variable is unset.
@@ -102,6 +106,8 @@ type API struct {
 	opts   Options
 	hashes [][]byte
 	logger *slog.Logger
+	// limits are what a registered stdio server may run and be given.
+	limits config.Admin
 
 	// mu serializes the changes of servers, so that the manager and the
 	// store never disagree.
@@ -124,6 +130,7 @@ func New(opts Options) (*API, error) {
 		opts.LookupEnv = func(string) (string, bool) { return "", false }
 	}
 	a := &API{opts: opts, logger: opts.Logger}
+	a.limits = config.Admin{StdioCommands: opts.StdioCommands, StdioEnv: opts.StdioEnv}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)
 	}
@@ -254,9 +261,4 @@ func (a *API) source(name string) string {
 		return store.ServerSourceConfig
 	}
 	return store.ServerSourceAPI
-}
-
-// allowedCommand reports whether a registered stdio server may run cmd.
-func (a *API) allowedCommand(cmd string) bool {
-	return slices.Contains(a.opts.StdioCommands, cmd)
 }

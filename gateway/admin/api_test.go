@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/labstack/echo/v4"
 
+	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/openapi"
 	"github.com/mcpgw/mcpgw/store"
@@ -366,7 +367,8 @@ func TestRegisterServer(t *testing.T) {
 		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news"]}`,
 		message: "admin.stdio_commands", problems: []string{"command"},
 	}, {
-		name: "stdio with a listed command", opts: envOptions{stdio: []string{"npx", "uvx"}}, method: "POST", path: "/admin/servers", status: 201,
+		name: "stdio with a listed command", method: "POST", path: "/admin/servers", status: 201,
+		opts:  envOptions{stdio: []string{"npx"}, patterns: []config.StdioCommand{{Command: "uvx", Args: []string{"mcp-*"}}}, env: []string{"K"}},
 		body:  `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news"],"env":{"K":"${MCPGW_UPSTREAM_X}"}}`,
 		calls: []string{"Add news"},
 		check: wantView(serverView{Name: "news", Transport: "stdio", Enabled: true, State: "running", ToolCount: 2, Source: "api"}),

@@ -98,8 +98,19 @@ type env struct {
 
 // envOptions vary the API of an env.
 type envOptions struct {
-	off   bool     // no admin.tokens
-	stdio []string // admin.stdio_commands
+	off      bool                  // no admin.tokens
+	stdio    []string              // admin.stdio_commands, as plain commands
+	patterns []config.StdioCommand // admin.stdio_commands after those of stdio
+	env      []string              // admin.stdio_env
+}
+
+// stdioCommands are the admin.stdio_commands of o.
+func stdioCommands(o envOptions) []config.StdioCommand {
+	var out []config.StdioCommand
+	for _, c := range o.stdio {
+		out = append(out, config.StdioCommand{Command: c})
+	}
+	return append(out, o.patterns...)
 }
 
 // lookupEnv is the gateway's environment in the tests.
@@ -136,7 +147,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Store:         ev.store,
 		ConfigServers: ev.fromConfig,
 		Tokens:        []string{hashOf("another-token"), hashOf(token)},
-		StdioCommands: o.stdio,
+		StdioCommands: stdioCommands(o),
+		StdioEnv:      o.env,
 		LookupEnv:     lookupEnv,
 		Logger:        slog.New(slog.NewTextHandler(ev.log, nil)),
 	}

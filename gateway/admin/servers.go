@@ -234,16 +234,55 @@ func keyPath(section, key string) string {
 	return section + "." + key
 }
 
-// mayRun refuses a stdio server whose command is not on the list.
+// mayRun refuses, with 403, a stdio server that runs a command with
+// arguments or variables admin.stdio_commands and admin.stdio_env do not
+// allow. The message names the command, the arguments (bounded) or the
+// variable, never a variable's value.
 func (a *API) mayRun(srv config.Server) error {
-	if srv.Transport != config.TransportStdio || a.allowedCommand(srv.Command) {
+	ps := a.limits.CheckRegistration(&srv)
+	if len(ps) == 0 {
 		return nil
 	}
-	msg := "the admin API registers no stdio server: admin.stdio_commands lists no command"
-	if len(a.opts.StdioCommands) > 0 {
-		msg = fmt.Sprintf("command %s is not in admin.stdio_commands, the commands a stdio server registered through the API may run", quote(srv.Command))
+	probs := make([]problem, 0, len(ps))
+	for _, p := range ps {
+		probs = append(probs, problem{Field: p.Path, Message: p.Message})
 	}
-	return refuse(http.StatusForbidden, msg, problem{Field: "command", Message: msg})
+	var what string
+	switch p := ps[0]; {
+	case p.Path == "command":
+		what = "command " + quote(srv.Command)
+	case p.Path == "args":
+		what = "args " + showArgs(srv.Args)
+	default:
+		what = strings.Replace(p.Path, ".", " ", 1) // env.NAME: the name, not the value
+	}
+	return refuse(http.StatusForbidden, what+" "+ps[0].Message, probs...)
+}
+
+// Bounds of the arguments a refusal shows.
+const (
+	maxArgsShown = 8
+	maxArgRunes  = 64
+)
+
+// showArgs writes args as a JSON array, at most maxArgsShown of them, each
+// cut to maxArgRunes characters.
+func showArgs(args []string) string {
+	shown := make([]string, 0, min(len(args), maxArgsShown)+1)
+	for _, arg := range args[:min(len(args), maxArgsShown)] {
+		if r := []rune(arg); len(r) > maxArgRunes {
+			arg = string(r[:maxArgRunes]) + "…"
+		}
+		shown = append(shown, arg)
+	}
+	if len(args) > maxArgsShown {
+		shown = append(shown, fmt.Sprintf("… %d more", len(args)-maxArgsShown))
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(shown)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // inFile answers that a server lives in the config file.

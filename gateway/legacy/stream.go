@@ -20,6 +20,8 @@ type stream struct {
 	events  []event // ascending seq; the oldest may have been dropped
 	bytes   int64
 	lastSeq uint64 // seq of the newest event appended; 0 before any
+	// responses counts the events of events that are responses.
+	responses int
 	// delivered is the highest seq a connection wrote and flushed.
 	delivered uint64
 	// pending counts the calls whose response is still to be appended;
@@ -38,6 +40,9 @@ type stream struct {
 type event struct {
 	seq   uint64
 	block []byte // "id: ...\ndata: ...\n\n"
+	// response marks a JSON-RPC response, which the buffer never drops:
+	// it is what the client waits for.
+	response bool
 }
 
 // attachment is one connection writing a stream.
@@ -131,10 +136,24 @@ func (s *session) trimFinishedLocked() {
 	}
 }
 
-// appendLocked adds a message (nil: a priming event, empty data) to st and
-// wakes its writer. The buffer then drops its oldest events beyond the
-// bounds, never the newest. Appending to a done stream does nothing.
+// appendLocked adds a message that is not a response (nil: a priming
+// event, empty data) to st and wakes its writer. See appendEventLocked.
 func (h *Handler) appendLocked(st *stream, msg []byte) {
+	h.appendEventLocked(st, msg, false)
+}
+
+// appendResponseLocked adds a JSON-RPC response to st and wakes its
+// writer. See appendEventLocked.
+func (h *Handler) appendResponseLocked(st *stream, msg []byte) {
+	h.appendEventLocked(st, msg, true)
+}
+
+// appendEventLocked adds a message to st and wakes its writer. The buffer
+// then drops its oldest events beyond the bounds, but never a response
+// (which the client waits for; a stream holds at most one per call
+// answered on it, and a session's calls are capped by MaxInFlight) and
+// never the newest event. Appending to a done stream does nothing.
+func (h *Handler) appendEventLocked(st *stream, msg []byte, response bool) {
 	if st.done {
 		return
 	}
@@ -152,18 +171,52 @@ func (h *Handler) appendLocked(st *stream, msg []byte) {
 		h.logger.Error("dropping an event that cannot be written as SSE", "err", err)
 		return
 	}
-	st.events = append(st.events, event{seq: st.lastSeq, block: b.Bytes()})
+	st.events = append(st.events, event{seq: st.lastSeq, block: b.Bytes(), response: response})
 	st.bytes += int64(b.Len())
-	drop := 0
-	for len(st.events)-drop > 1 && (len(st.events)-drop > h.opts.MaxStreamEvents || st.bytes > h.opts.MaxStreamBytes) {
-		st.bytes -= int64(len(st.events[drop].block))
-		st.events[drop] = event{}
-		drop++
+	if response {
+		st.responses++
 	}
-	if drop > 0 {
-		st.events = append([]event(nil), st.events[drop:]...)
+	if st.overLocked(h.opts.MaxStreamEvents, h.opts.MaxStreamBytes) {
+		st.trimLocked(h.opts.MaxStreamEvents, h.opts.MaxStreamBytes)
 	}
 	st.poke()
+}
+
+// overLocked reports whether st's buffer is beyond the bounds with an
+// event it may drop: one that is neither a response nor the newest.
+func (st *stream) overLocked(maxEvents int, maxBytes int64) bool {
+	droppable := len(st.events) - st.responses
+	if !st.events[len(st.events)-1].response {
+		droppable-- // the newest stays
+	}
+	return droppable > 0 && (len(st.events) > maxEvents || st.bytes > maxBytes)
+}
+
+// trimLocked drops the oldest events that are neither responses nor the
+// newest until st's buffer is within the bounds, or nothing more may go.
+func (st *stream) trimLocked(maxEvents int, maxBytes int64) {
+	last := len(st.events) - 1
+	kept := st.events[:0]
+	for i, e := range st.events {
+		if i < last && !e.response && (len(st.events)-(i-len(kept)) > maxEvents || st.bytes > maxBytes) {
+			st.bytes -= int64(len(e.block))
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(st.events[len(kept):]) // let the dropped blocks go
+	st.events = kept
+}
+
+// gaps counts the events after cursor missing from evs: the ones the
+// buffer dropped before a connection wrote them.
+func gaps(cursor uint64, evs []event) uint64 {
+	var n uint64
+	for _, e := range evs {
+		n += e.seq - cursor - 1
+		cursor = e.seq
+	}
+	return n
 }
 
 // afterLocked returns a copy of the events after seq.
@@ -277,8 +330,8 @@ func (h *Handler) pump(ctx context.Context, out sink, s *session, st *stream, at
 		done := st.done
 		s.mu.Unlock()
 		if len(evs) > 0 {
-			if first := evs[0].seq; first > cursor+1 {
-				h.logger.Debug("events dropped from a full stream buffer", "session_id", s.key, "stream", st.num, "lost", first-cursor-1)
+			if lost := gaps(cursor, evs); lost > 0 {
+				h.logger.Debug("events dropped from a full stream buffer", "session_id", s.key, "stream", st.num, "lost", lost)
 			}
 			var b bytes.Buffer
 			for _, e := range evs {

@@ -67,32 +67,50 @@ func parseUint(s string) uint64 {
 }
 
 // TestStreamBuffer checks the bounds of a stream's buffer: the oldest
-// events go first, the newest always stays, and a reader behind the oldest
-// event continues from it.
+// events go first, but never a response, and the newest always stays; a
+// reader behind the oldest event continues from it.
 func TestStreamBuffer(t *testing.T) {
 	h := &Handler{opts: Options{MaxStreamEvents: 3, MaxStreamBytes: 100}}
 	h.logger = discardLogger()
 	tests := []struct {
 		name   string
-		sizes  []int // message sizes appended in order
+		sizes  []int  // message sizes appended in order
+		kinds  string // per message, 'r' for a response; others are not
 		wantSq []uint64
 	}{
-		{"under the bounds", []int{1, 1}, []uint64{1, 2}},
-		{"event count", []int{1, 1, 1, 1, 1}, []uint64{3, 4, 5}},
-		{"bytes", []int{30, 30, 30}, []uint64{2, 3}},
-		{"a big last event stays alone", []int{1, 1, 500}, []uint64{3}},
+		{"under the bounds", []int{1, 1}, "", []uint64{1, 2}},
+		{"event count", []int{1, 1, 1, 1, 1}, "", []uint64{3, 4, 5}},
+		{"bytes", []int{30, 30, 30}, "", []uint64{2, 3}},
+		{"a big last event stays alone", []int{1, 1, 500}, "", []uint64{3}},
+		{"responses stay", []int{1, 1, 1, 1, 1}, "rrrrn", []uint64{1, 2, 3, 4, 5}},
+		{"notifications between responses go", []int{1, 1, 1, 1, 1}, "nrnrn", []uint64{2, 4, 5}},
+		{"bytes: a response stays", []int{30, 30, 30}, "rnn", []uint64{1, 3}},
+		{"big responses stay", []int{500, 500, 1}, "rrn", []uint64{1, 2, 3}},
+		{"the newest stays among responses", []int{1, 1, 1, 1}, "rrrn", []uint64{1, 2, 3, 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := &stream{num: 4}
-			for _, n := range tt.sizes {
-				h.appendLocked(st, []byte(strings.Repeat("x", n)))
+			responses := 0
+			for i, n := range tt.sizes {
+				msg := []byte(strings.Repeat("x", n))
+				if i < len(tt.kinds) && tt.kinds[i] == 'r' {
+					h.appendResponseLocked(st, msg)
+				} else {
+					h.appendLocked(st, msg)
+				}
 			}
 			var got []uint64
 			var bytes int64
 			for _, e := range st.events {
 				got = append(got, e.seq)
 				bytes += int64(len(e.block))
+				if e.response {
+					responses++
+				}
+			}
+			if responses != st.responses {
+				t.Errorf("responses %d, counted %d", st.responses, responses)
 			}
 			if diff := cmp.Diff(tt.wantSq, got); diff != "" {
 				t.Errorf("buffered seqs (-want +got):\n%s", diff)

@@ -1,8 +1,9 @@
 // Package store is mcpgw's persistence. It keeps what must outlive a
 // process: task records (issue 5), the admin API's server records (the
 // servers registered through it, and its enabled overrides of the config
-// file's servers) and the gateway's events (the server notifications of
-// GET /admin/events, the newest MaxEvents); other admin state comes in
+// file's servers), the gateway's events (the server notifications of
+// GET /admin/events, the newest MaxEvents) and the legacy edge's sessions
+// (so that a restarted gateway serves them); other admin state comes in
 // later migrations.
 //
 // The default is one SQLite file under data_dir (DESIGN decision 10), through
@@ -18,10 +19,12 @@
 //
 //	PutTask, DeleteExpiredTasks,
 //	PutServer, DeleteServer,
-//	AddEvent, AddRepeat          ──► writer: 1 connection, BEGIN IMMEDIATE
+//	AddEvent, AddRepeat,
+//	PutSession, TouchSessions,
+//	DeleteSessions, ...          ──► writer: 1 connection, BEGIN IMMEDIATE
 //	GetTask, ListTasks, ...,
 //	GetServer, ListServers,
-//	ListEvents                   ──► readers: a few query_only connections
+//	ListEvents, GetSession       ──► readers: a few query_only connections
 //
 // WAL lets readers run beside the one writer, and a single writer
 // connection means the process's own writes queue in database/sql rather

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Memory keeps task, server and event records in memory, with the same
+// Memory keeps task, server, event and session records in memory, with the same
 // behaviour as SQLite but nothing survives the process. The gateway uses it
 // when no database is configured (embedding, tests). It is safe for
 // concurrent use.
@@ -20,6 +20,7 @@ type Memory struct {
 	mu       sync.Mutex
 	tasks    map[string]Task
 	servers  map[string]Server
+	sessions map[string]Session
 	events   []Event // in Seq order
 	eventSeq uint64  // the last Seq given, as SQLite's AUTOINCREMENT keeps it
 	now      func() time.Time
@@ -27,7 +28,7 @@ type Memory struct {
 
 // NewMemory returns an empty Memory store.
 func NewMemory() *Memory {
-	return &Memory{tasks: map[string]Task{}, servers: map[string]Server{}, now: time.Now}
+	return &Memory{tasks: map[string]Task{}, servers: map[string]Server{}, sessions: map[string]Session{}, now: time.Now}
 }
 
 // normalize is what a round trip through SQLite does to a task: times in

@@ -84,6 +84,23 @@ CREATE TABLE events (
 CREATE INDEX events_server_seq ON events (server, seq);
 CREATE INDEX events_method_seq ON events (method, seq);
 `},
+	{name: "sessions", sql: `
+-- The legacy edge's sessions (sessions.go), so that a restarted gateway
+-- serves them. A session that ended has no row; id is the short id, never
+-- the Mcp-Session-Id, which is a credential.
+CREATE TABLE sessions (
+	id             TEXT NOT NULL PRIMARY KEY CHECK (id <> ''),
+	principal      TEXT NOT NULL,
+	version        TEXT NOT NULL CHECK (version <> ''),
+	capabilities   TEXT, -- JSON object, kept byte for byte; NULL: none
+	client_info    TEXT, -- JSON object, kept byte for byte; NULL: none
+	created_at     TEXT NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	last_active_at TEXT NOT NULL
+) STRICT;
+
+-- DeleteIdleSessions.
+CREATE INDEX sessions_last_active_at ON sessions (last_active_at);
+`},
 }
 
 const createMigrationsTable = `

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func openTest(t testing.TB) *SQLite {
 }
 
 // shipped is what appliedVersions lists for a database this binary made.
-var shipped = []string{"1 tasks", "2 servers", "3 events"}
+var shipped = []string{"1 tasks", "2 servers", "3 events", "4 sessions"}
 
 // appliedVersions lists schema_migrations' versions and names.
 func appliedVersions(t *testing.T, db *sql.DB) []string {
@@ -230,22 +231,22 @@ func TestMigrate(t *testing.T) {
 	)
 	s, err = open(ctx, path, next)
 	if err != nil {
-		t.Fatalf("migrating to 5: %v", err)
+		t.Fatalf("migrating to 6: %v", err)
 	}
-	if diff := cmp.Diff([]string{"1 tasks", "2 servers", "3 events", "4 widgets", "5 gadgets"}, appliedVersions(t, s.w)); diff != "" {
-		t.Errorf("after migrating to 5: versions (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"1 tasks", "2 servers", "3 events", "4 sessions", "5 widgets", "6 gadgets"}, appliedVersions(t, s.w)); diff != "" {
+		t.Errorf("after migrating to 6: versions (-want +got):\n%s", diff)
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO widgets (id) VALUES ('w')`); err != nil {
-		t.Errorf("migration 4's table: %v", err)
+		t.Errorf("migration 5's table: %v", err)
 	}
 	s.Close()
 
 	// This binary refuses the database from the future, naming both versions.
 	_, err = Open(ctx, path)
 	if err == nil {
-		t.Fatal("Open of a database at version 5 succeeded")
+		t.Fatal("Open of a database at version 6 succeeded")
 	}
-	for _, want := range []string{path, "schema version 5", "(version 3)"} {
+	for _, want := range []string{path, "schema version 6", "(version 4)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -309,11 +310,11 @@ func TestMigrate_FailureRollsBack(t *testing.T) {
 	if err == nil {
 		t.Fatal("a failing migration succeeded")
 	}
-	if want := "applying migration 4 (half)"; !strings.Contains(err.Error(), want) {
+	if want := fmt.Sprintf("applying migration %d (half)", len(bad)); !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not mention %q", err, want)
 	}
 
-	// Version 3 stayed, and nothing of version 4.
+	// The shipped versions stayed, and nothing of the failed one.
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)

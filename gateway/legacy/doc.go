@@ -14,7 +14,7 @@
 // # Session lifecycle
 //
 //	POST initialize (no Mcp-Session-Id)
-//	   │  caps: global → 503, per principal → 429
+//	   │  caps: global → 503, per principal → 429; its record stored
 //	   ▼
 //	 live session ── Mcp-Session-Id = seal{replica, principal, 16 random bytes, created}
 //	   │  version, client capabilities and info, principal, last activity,
@@ -23,24 +23,65 @@
 //	   │
 //	   ├─ DELETE ────────────┐
 //	   ├─ idle (no call, no  │  end: cancel its calls, fail its input
-//	   │  input request, no  ├─ requests, close its streams, forget the id;
-//	   │  connected stream,  │  that id now gets 404 and the client
-//	   │  for IdleTimeout) ──┤  initializes again
-//	   └─ Handler.Close ─────┘
+//	   │  input request, no  ├─ requests, close its streams, forget the id
+//	   │  connected stream,  │  and delete its record; that id now gets 404
+//	   │  for IdleTimeout) ──┤  and the client initializes again
+//	   ├─ admin API ─────────┘
+//	   └─ Handler.Close ───── end it here, keep its record: the next process
+//	                          serves it (see "Sessions across restarts")
 //
 // A session id is a sealed token (internal/seal, purpose "session"): any
-// request whose id does not open, names another replica or another
-// principal, or names a session this process does not hold gets 404. The
-// random part, in hex, is the session's short id: the key of the session
-// table, the "session_id" in logs, gateway.Request.Session and
+// request whose id does not open, names another principal, or names a
+// session neither this process nor its store holds gets 404. The random
+// part, in hex, is the session's short id: the key of the session table
+// and of the store, the "session_id" in logs, gateway.Request.Session and
 // SessionInfo.ID. The token itself is a bearer credential and is never
-// logged.
+// logged or stored.
 //
 // The janitor goroutine, owned by the Handler and stopped by Close, ends
 // idle sessions, drops finished streams whose resume window passed, and
 // cancels the calls of streams nobody resumed within it. A
 // lookup also checks idleness itself, so an expired id is 404 even between
 // two janitor rounds.
+//
+// # Sessions across restarts
+//
+// With a Store (the gateway's database, when the config sets a secret),
+// a session outlives the process that created it. Its record (short id,
+// principal, version, the client's capabilities and clientInfo, created,
+// last active) is written at initialize, before the client gets the id;
+// the janitor carries its activity forward once a round (a busy session
+// counts as active); DELETE, the idle timeout and the admin API delete it
+// (DELETE first, and fails with 503 if it cannot); shutting down keeps it.
+//
+//	process A: initialize ─► record; id = seal{A, principal, nonce, t}
+//	             … SIGTERM or SIGKILL …
+//	process B: request with the id ─► not in the table ─► open the seal
+//	   ─► its principal is the caller's ─► the record of hex(nonce) is
+//	   there, the caller's, not idle past IdleTimeout (plus a janitor
+//	   round: the record may lag by one) ─► admitted under the caps like a
+//	   new session (503, 429) ─► served, as the same short id
+//
+// Whatever names the replica in the id does not matter: a process serves
+// any session its store holds. A restored session keeps its version,
+// capabilities, client and created time, and its short id, so its tasks
+// are its own again and its per_session upstreams start anew at its first
+// call. What lived only in the old process is gone: its calls in flight
+// and their streams, its resource subscriptions and log level (the
+// client subscribes and sets them again), its input requests (a restored
+// session numbers its own from a random point, so a late answer to an old
+// one reaches nothing).
+//
+// The event ids of a restored session carry a tag of the process that
+// restored it, "<tag>.<stream>_<seq>", so that the ids of the process
+// before it are told apart. A GET whose Last-Event-ID names another
+// process's stream is not an error: for stream 0 it opens the GET stream
+// afresh, as a GET without Last-Event-ID does; for a POST stream (whose
+// call died with that process) it gets an empty event stream that ends at
+// once, after which a client may send the request again. A Last-Event-ID
+// that does not parse still gets 400.
+//
+// Without a Store, sessions live and die with the Handler.
 //
 // # Streams and event ids
 //

@@ -93,6 +93,10 @@ type Options struct {
 	// Replicas that share it can open each other's ids. If nil, a random
 	// secret is made, and ids die with the process.
 	Secret []byte
+	// Store keeps the sessions' records, so that a Handler with the same
+	// Secret over the same store (the gateway after a restart) serves
+	// them. Nil: sessions live only as long as this Handler.
+	Store SessionStore
 	// RateLimit bounds each principal's requests (429 with Retry-After
 	// above it). Nil: no limit.
 	RateLimit *auth.RateLimiter
@@ -100,8 +104,9 @@ type Options struct {
 	// X-Forwarded-Host say how the client reached the gateway (for its
 	// media links). If empty, nobody's are believed.
 	TrustedProxies []netip.Prefix
-	// Replica names this replica inside session ids. If empty, the host
-	// name.
+	// Replica names this replica inside the session ids it issues. It is
+	// not checked when a session is served: a Handler serves any session
+	// its Store holds, whatever issued it. If empty, the host name.
 	Replica string
 	// KeepAlive is the interval of SSE keep-alive comments on a stream
 	// that has nothing else to send. If zero, DefaultKeepAlive.
@@ -136,7 +141,9 @@ type Handler struct {
 	logger    *slog.Logger
 	sealer    *seal.Sealer
 	principal func(*http.Request) string
-	meters    meters
+	// epoch marks the event ids of the sessions this Handler restored.
+	epoch  string
+	meters meters
 
 	mu           sync.Mutex
 	state        state
@@ -241,6 +248,7 @@ func New(opts Options) (*Handler, error) {
 		logger:       logger.With("component", "legacy"),
 		sealer:       sealer,
 		principal:    principal,
+		epoch:        newEpoch(),
 		sessions:     make(map[string]*session),
 		byToken:      make(map[string]*session),
 		taken:        make(map[net.Conn]struct{}),
@@ -372,7 +380,10 @@ func (h *Handler) Close(ctx context.Context) error {
 		h.mu.Lock()
 		h.state = stopped
 		h.mu.Unlock()
-		for _, s := range h.snapshot() {
+		// The sessions live on in the store, as last used now.
+		ss := h.snapshot()
+		h.persist(ss, time.Now())
+		for _, s := range ss {
 			h.end(s, errShutdown)
 		}
 		if !waitCtx(ctx, &h.conns) {
@@ -463,8 +474,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 
 func writeShuttingDown(w http.ResponseWriter, id jsonrpc.ID) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError,
-		"the gateway is shutting down and takes no new requests; retry shortly (another replica may answer)", nil)
+	writeError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError, shuttingDownMsg, nil)
 }
 
 // accepts reports whether the Accept header lists media type typ, directly

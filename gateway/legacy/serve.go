@@ -53,10 +53,14 @@ func (h *Handler) requireSession(w http.ResponseWriter, r *http.Request, missing
 }
 
 // sessionOf returns the live session sid names, or answers the request
-// itself (404) and returns nil.
+// itself (404, or why it cannot be served now) and returns nil.
 func (h *Handler) sessionOf(w http.ResponseWriter, sid string, r *http.Request) *session {
-	s := h.lookup(r, sid)
-	if s == nil {
+	s, ref := h.lookup(r, sid)
+	switch {
+	case ref != nil:
+		ref.write(w, r, h, jsonrpc.ID{})
+		return nil
+	case s == nil:
 		writeNoSession(w)
 		return nil
 	}
@@ -220,18 +224,21 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, m *jsonrp
 	req.Client.ProtocolVersion = version
 	caps, _, _ := rawjson.Get(m.Params, "capabilities")
 	info, _, _ := rawjson.Get(m.Params, "clientInfo")
-	s, tok, status, msg := h.create(r, version, bytes.Clone(caps), bytes.Clone(info))
-	if s == nil {
-		if msg == "" {
-			writeShuttingDown(w, m.ID)
-			return jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway is shutting down", nil)
+	for _, f := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"capabilities", caps}, {"clientInfo", info}} {
+		if len(f.v) > MaxClientJSON {
+			jerr := jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+				fmt.Sprintf("initialize: %s is %d bytes, more than the %d a session keeps; declare less", f.name, len(f.v), MaxClientJSON),
+				map[string]int{"limit": MaxClientJSON})
+			writeJSON(w, http.StatusOK, errorMessage(m.ID, jerr))
+			return jerr
 		}
-		h.rejected(r.Context(), "sessions")
-		limit := map[int]int{http.StatusServiceUnavailable: h.opts.MaxSessions, http.StatusTooManyRequests: h.opts.MaxSessionsPerPrincipal}[status]
-		w.Header().Set("Retry-After", "60")
-		jerr := jsonrpc.NewError(gateway.CodeRateLimited, msg, map[string]int{"limit": limit})
-		writeJSON(w, status, errorMessage(m.ID, jerr))
-		return jerr
+	}
+	s, tok, ref := h.create(r, version, bytes.Clone(caps), bytes.Clone(info))
+	if ref != nil {
+		return ref.write(w, r, h, m.ID)
 	}
 	req.Session = s.key
 	h.logger.Debug("session started", "session_id", s.key, "principal", s.principal,
@@ -669,10 +676,26 @@ func (h *Handler) get(c echo.Context) error {
 
 	// An empty Last-Event-ID is taken as none: there is nothing to resume.
 	if lastID := r.Header.Get(HeaderLastEventID); lastID != "" {
-		num, seq, ok := parseEventID(lastID)
+		tag, num, seq, ok := parseLastEventID(lastID)
 		s.mu.Lock()
+		if ok && s.tag != "" && tag != s.tag {
+			// An event of the process the session lived in before this
+			// one restored it: its streams went with that process. Not
+			// an error: the session is fine.
+			s.mu.Unlock()
+			if num != 0 {
+				// A POST stream: the call it answered went too, and its
+				// response will never come. An empty stream ends it; the
+				// client may send the request again.
+				startSSE(w)
+				return nil
+			}
+			// The GET stream: opened anew, as by a GET without
+			// Last-Event-ID.
+			return h.openStandalone(c, s)
+		}
 		st := s.streams[num]
-		if !ok || st == nil || seq > st.lastSeq || s.ended {
+		if !ok || tag != s.tag || st == nil || seq > st.lastSeq || s.ended {
 			s.mu.Unlock()
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("cannot resume after event %q: this session has no such stream or event (a finished stream stays resumable for %s); send the request again", lastID, h.opts.ResumeWindow), nil)
@@ -687,7 +710,13 @@ func (h *Handler) get(c echo.Context) error {
 		h.serveStream(c, s, st, att, seq)
 		return nil
 	}
+	return h.openStandalone(c, s)
+}
 
+// openStandalone serves a fresh GET: the session's standalone stream,
+// stream 0, from the events no connection delivered yet.
+func (h *Handler) openStandalone(c echo.Context, s *session) error {
+	w := c.Response()
 	h.mu.Lock()
 	st0 := h.state
 	h.mu.Unlock()
@@ -703,7 +732,7 @@ func (h *Handler) get(c echo.Context) error {
 	}
 	st := s.standalone
 	if st == nil {
-		st = &stream{num: 0}
+		st = &stream{num: 0, tag: s.tag}
 		s.standalone = st
 		s.streams[0] = st
 	}
@@ -722,6 +751,13 @@ func (h *Handler) delete(c echo.Context) error {
 	r, w := c.Request(), c.Response()
 	s := h.requireSession(w, r, "DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end")
 	if s == nil {
+		return nil
+	}
+	// The record goes first: a session that ended here but is still
+	// stored would be served again after a restart.
+	if err := h.forget(s); err != nil {
+		h.logger.Error("deleting a session's record failed; the session goes on", "session_id", s.key, "err", err)
+		refuseStore.write(w, r, h, jsonrpc.ID{})
 		return nil
 	}
 	h.end(s, errDeleted)

@@ -62,6 +62,15 @@ type session struct {
 	inputs    map[string]*input
 	nextInput uint64
 	ended     bool
+	cause     error // why it ended
+	// tag marks the event ids of a session this process restored from the
+	// store (the Handler's epoch), so that an id from before the restart
+	// is told apart; "" for a session created here.
+	tag string
+	// stored reports whether the store holds a record of the session;
+	// storedActive is the last activity the record has.
+	stored       bool
+	storedActive time.Time
 }
 
 // call is one request in flight.
@@ -88,7 +97,12 @@ type call struct {
 	groups []string
 }
 
-// token is the payload of a sealed session id.
+// nonceLen is the length of a session id's random part.
+const nonceLen = 16
+
+// token is the payload of a sealed session id. Replica names the process
+// that issued it; a process serves any session whose record its store
+// holds, so a restarted process, whatever its name, serves its own.
 type token struct {
 	Replica   string `json:"r"`
 	Principal string `json:"p"`
@@ -110,7 +124,7 @@ func (s *session) endLocked(cause error) bool {
 	if s.ended {
 		return false
 	}
-	s.ended = true
+	s.ended, s.cause = true, cause
 	for _, c := range s.calls {
 		c.cancel(cause)
 	}
@@ -135,20 +149,15 @@ func (s *session) cancelCalls(cause error) {
 	}
 }
 
-// create makes a session for an initialize request and returns it with its
-// token, or an HTTP status and message when a cap refuses it.
-func (h *Handler) create(r *http.Request, version string, caps, info json.RawMessage) (*session, string, int, string) {
-	principal := h.principal(r)
-	nonce := make([]byte, 16)
-	rand.Read(nonce)
-	now := time.Now()
+// newSession returns a session that is not in the table yet.
+func (h *Handler) newSession(key, principal, version string, caps, info json.RawMessage, created, now time.Time) *session {
 	s := &session{
-		key:        hex.EncodeToString(nonce),
+		key:        key,
 		principal:  principal,
 		version:    version,
 		caps:       caps,
 		info:       info,
-		created:    now,
+		created:    created,
 		catalog:    h.core.CatalogVersion(),
 		lastActive: now,
 		calls:      make(map[string]*call),
@@ -163,49 +172,43 @@ func (h *Handler) create(r *http.Request, version string, caps, info json.RawMes
 	if len(info) > 0 && json.Unmarshal(info, &impl) == nil {
 		s.clientName, s.clientVersion = impl.Name, impl.Version
 	}
-	tok := h.sealer.Seal(marshal(token{Replica: h.opts.Replica, Principal: principal, Nonce: nonce, Created: now.Unix()}))
+	return s
+}
 
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch {
-	case h.state != running:
-		return nil, "", http.StatusServiceUnavailable, ""
-	case len(h.sessions) >= h.opts.MaxSessions:
-		return nil, "", http.StatusServiceUnavailable, "the gateway holds its maximum of sessions (sessions.max); retry later or end unused sessions with DELETE"
-	case h.perPrincipal[principal] >= h.opts.MaxSessionsPerPrincipal:
-		return nil, "", http.StatusTooManyRequests, "you hold the maximum of sessions per principal (sessions.max_per_principal); end unused sessions with DELETE, or wait for idle ones to expire"
+// create makes a session for an initialize request and returns it with its
+// token, or why it was refused (a cap, the store, shutdown).
+func (h *Handler) create(r *http.Request, version string, caps, info json.RawMessage) (*session, string, *refusal) {
+	nonce := make([]byte, nonceLen)
+	rand.Read(nonce)
+	now := time.Now()
+	principal := h.principal(r)
+	s := h.newSession(hex.EncodeToString(nonce), principal, version, caps, info, now, now)
+	tok := h.sealer.Seal(marshal(token{Replica: h.opts.Replica, Principal: principal, Nonce: nonce, Created: now.Unix()}))
+	if _, ref := h.admit(s, tok); ref != nil {
+		return nil, "", ref
 	}
-	h.sessions[s.key] = s
-	h.byToken[tok] = s
-	s.token = tok
-	h.perPrincipal[principal]++
-	return s, tok, 0, ""
+	if ref := h.recordNew(r.Context(), s); ref != nil {
+		return nil, "", ref
+	}
+	return s, tok, nil
 }
 
 // lookup returns the live session named by a session id header for the
 // request's principal, marking it active, or nil when the id is unknown,
 // forged, expired, ended or another principal's. The id is looked up as
-// it is among the tokens this Handler issued, which spares opening the
-// seal on every request; only an id it did not issue is opened, to say in
-// the log when it is another replica's.
-func (h *Handler) lookup(r *http.Request, id string) *session {
+// it is among the tokens this Handler holds, which spares opening the
+// seal on every request; only an id it does not hold is opened, to
+// restore its session from the store (restore). A refusal says why a
+// session that exists cannot be served now (a cap, the store).
+func (h *Handler) lookup(r *http.Request, id string) (*session, *refusal) {
 	h.mu.Lock()
 	s := h.byToken[id]
 	h.mu.Unlock()
 	if s == nil {
-		if payload, err := h.sealer.Open(id); err == nil {
-			var tok token
-			if json.Unmarshal(payload, &tok) == nil && tok.Replica != h.opts.Replica {
-				// DESIGN decision 10: the owner should get it. Until
-				// replicas forward to each other, this replica cannot
-				// serve it.
-				h.logger.Debug("request for another replica's session", "replica", tok.Replica)
-			}
-		}
-		return nil
+		return h.restore(r, id)
 	}
 	if s.principal != h.principal(r) {
-		return nil
+		return nil, nil
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -213,15 +216,15 @@ func (h *Handler) lookup(r *http.Request, id string) *session {
 		s.endLocked(errExpired)
 		s.mu.Unlock()
 		h.remove(s, errExpired)
-		return nil
+		return nil, nil
 	}
 	ended := s.ended
 	s.lastActive = now
 	s.mu.Unlock()
 	if ended {
-		return nil
+		return nil, nil
 	}
-	return s
+	return s, nil
 }
 
 // end ends s: its calls are cancelled with cause, its streams closed, and
@@ -233,7 +236,9 @@ func (h *Handler) end(s *session, cause error) {
 	h.remove(s, cause)
 }
 
-// remove drops an ended session from the table.
+// remove drops an ended session from the table, and its record from the
+// store unless it only ended here: a gateway that shuts down keeps its
+// sessions' records, for the process that comes next.
 func (h *Handler) remove(s *session, cause error) {
 	h.mu.Lock()
 	removed := h.sessions[s.key] == s
@@ -246,12 +251,21 @@ func (h *Handler) remove(s *session, cause error) {
 		h.logger.Debug("session ended", "session_id", s.key, "principal", s.principal, "reason", cause.Error())
 	}
 	h.mu.Unlock()
-	if removed {
+	s.mu.Lock()
+	livesOn := cause == errShutdown && s.stored
+	s.mu.Unlock()
+	if removed && cause != errNotRecorded && !livesOn {
 		// Not under h.mu, which the sessions gauge's callback takes.
 		h.sessionEnded(s)
 	}
-	// The core forgets what the session held (its subscriptions).
+	// The core forgets what the session held (its subscriptions, its
+	// per_session upstreams; a restored session starts them anew).
 	h.core.EndSession(s.key)
+	if cause != errShutdown {
+		if err := h.forget(s); err != nil {
+			h.logger.Error("deleting an ended session's record failed; a restarted gateway may serve it until it is idle", "session_id", s.key, "err", err)
+		}
+	}
 }
 
 // snapshot returns the live sessions.
@@ -300,7 +314,8 @@ func (h *Handler) janitor() {
 
 // sweep is one janitor round.
 func (h *Handler) sweep(now time.Time) {
-	for _, s := range h.snapshot() {
+	ss := h.snapshot()
+	for _, s := range ss {
 		s.mu.Lock()
 		expired := !s.ended && s.idleLocked(now, h.opts.IdleTimeout) && s.endLocked(errExpired)
 		if !expired {
@@ -316,6 +331,7 @@ func (h *Handler) sweep(now time.Time) {
 			h.remove(s, errExpired)
 		}
 	}
+	h.persist(ss, now)
 }
 
 // listChanged sends notifications/<list>/list_changed on the standalone

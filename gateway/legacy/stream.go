@@ -17,6 +17,7 @@ import (
 // session's mu. The design is in the package doc.
 type stream struct {
 	num     uint64
+	tag     string  // its session's tag, marking its event ids
 	events  []event // ascending seq; the oldest may have been dropped
 	bytes   int64
 	lastSeq uint64 // seq of the newest event appended; 0 before any
@@ -89,6 +90,38 @@ func parseEventID(id string) (num, seq uint64, ok bool) {
 	return num, seq, ok1 && ok2
 }
 
+// eventID returns the id of event seq of stream num of a session with
+// tag: "<tag>.<num>_<seq>" for a session a process restored, whose
+// streams are not those of the process it lived in before; just
+// "<num>_<seq>" for one created by this process.
+func eventID(tag string, num, seq uint64) string {
+	if tag == "" {
+		return formatEventID(num, seq)
+	}
+	return tag + "." + formatEventID(num, seq)
+}
+
+// maxTag bounds the tag of an event id.
+const maxTag = 16
+
+// parseLastEventID parses a Last-Event-ID made by eventID: an optional
+// tag of 1 to maxTag lowercase hex digits and a ".", then what
+// parseEventID parses.
+func parseLastEventID(id string) (tag string, num, seq uint64, ok bool) {
+	rest := id
+	if i := strings.IndexByte(id, '.'); i >= 0 {
+		tag, rest = id[:i], id[i+1:]
+		if tag == "" || len(tag) > maxTag || strings.Trim(tag, "0123456789abcdef") != "" {
+			return "", 0, 0, false
+		}
+	}
+	num, seq, ok = parseEventID(rest)
+	if !ok {
+		return "", 0, 0, false
+	}
+	return tag, num, seq, true
+}
+
 func parseDecimal(s string) (uint64, bool) {
 	if s == "" || len(s) > 20 || (len(s) > 1 && s[0] == '0') {
 		return 0, false
@@ -104,7 +137,7 @@ func parseDecimal(s string) (uint64, bool) {
 
 // newStreamLocked opens a POST stream on s, with pending calls.
 func (s *session) newStreamLocked(pending int) *stream {
-	st := &stream{num: s.nextStream, pending: pending}
+	st := &stream{num: s.nextStream, pending: pending, tag: s.tag}
 	s.nextStream++
 	s.streams[st.num] = st
 	s.trimFinishedLocked()
@@ -167,7 +200,7 @@ func (h *Handler) appendEventLocked(st *stream, msg []byte, response bool) {
 	}
 	var b bytes.Buffer
 	b.Grow(len(msg) + 64) // the id and the field names; more if msg has newlines
-	if err := sse.Write(&b, sse.Event{ID: formatEventID(st.num, st.lastSeq), HasID: true, Data: msg}); err != nil {
+	if err := sse.Write(&b, sse.Event{ID: eventID(st.tag, st.num, st.lastSeq), HasID: true, Data: msg}); err != nil {
 		h.logger.Error("dropping an event that cannot be written as SSE", "err", err)
 		return
 	}

@@ -11,29 +11,47 @@ import (
 func TestParseEventID(t *testing.T) {
 	tests := []struct {
 		in       string
+		tag      string
 		num, seq uint64
 		ok       bool
 	}{
-		{"0_1", 0, 1, true},
-		{"12_345", 12, 345, true},
-		{"18446744073709551615_0", 1<<64 - 1, 0, true},
-		{"18446744073709551616_0", 0, 0, false},
-		{"", 0, 0, false},
-		{"_", 0, 0, false},
-		{"1", 0, 0, false},
-		{"1_", 0, 0, false},
-		{"_1", 0, 0, false},
-		{"1_2_3", 0, 0, false},
-		{"01_2", 0, 0, false},
-		{"+1_2", 0, 0, false},
-		{"-1_2", 0, 0, false},
-		{"1_2 ", 0, 0, false},
-		{"a_b", 0, 0, false},
+		{"0_1", "", 0, 1, true},
+		{"12_345", "", 12, 345, true},
+		{"18446744073709551615_0", "", 1<<64 - 1, 0, true},
+		{"18446744073709551616_0", "", 0, 0, false},
+		{"", "", 0, 0, false},
+		{"_", "", 0, 0, false},
+		{"1", "", 0, 0, false},
+		{"1_", "", 0, 0, false},
+		{"_1", "", 0, 0, false},
+		{"1_2_3", "", 0, 0, false},
+		{"01_2", "", 0, 0, false},
+		{"+1_2", "", 0, 0, false},
+		{"-1_2", "", 0, 0, false},
+		{"1_2 ", "", 0, 0, false},
+		{"a_b", "", 0, 0, false},
+		// Ids of a session a process restored carry its tag.
+		{"0a1b2c3d4e5f.3_4", "0a1b2c3d4e5f", 3, 4, true},
+		{"f.0_1", "f", 0, 1, true},
+		{"0123456789abcdef.1_1", "0123456789abcdef", 1, 1, true},
+		{"0123456789abcdef0.1_1", "", 0, 0, false}, // too long
+		{".1_1", "", 0, 0, false},
+		{"A.1_1", "", 0, 0, false},
+		{"g.1_1", "", 0, 0, false},
+		{"a.b.1_1", "", 0, 0, false},
+		{"a.", "", 0, 0, false},
+		{"a.01_1", "", 0, 0, false},
 	}
 	for _, tt := range tests {
-		num, seq, ok := parseEventID(tt.in)
-		if ok != tt.ok || (ok && (num != tt.num || seq != tt.seq)) {
-			t.Errorf("parseEventID(%q) = %d, %d, %v; want %d, %d, %v", tt.in, num, seq, ok, tt.num, tt.seq, tt.ok)
+		tag, num, seq, ok := parseLastEventID(tt.in)
+		if ok != tt.ok || (ok && (tag != tt.tag || num != tt.num || seq != tt.seq)) {
+			t.Errorf("parseLastEventID(%q) = %q, %d, %d, %v; want %q, %d, %d, %v", tt.in, tag, num, seq, ok, tt.tag, tt.num, tt.seq, tt.ok)
+		}
+		if !strings.Contains(tt.in, ".") {
+			num, seq, ok := parseEventID(tt.in)
+			if ok != tt.ok || (ok && (num != tt.num || seq != tt.seq)) {
+				t.Errorf("parseEventID(%q) = %d, %d, %v; want %d, %d, %v", tt.in, num, seq, ok, tt.num, tt.seq, tt.ok)
+			}
 		}
 	}
 }
@@ -53,6 +71,27 @@ func FuzzParseEventID(f *testing.F) {
 			a, b, _ := strings.Cut(s, "_")
 			if fmt.Sprint(parseUint(a))+"_"+fmt.Sprint(parseUint(b)) == s {
 				t.Fatalf("parseEventID(%q) refused a canonical id", s)
+			}
+		}
+	})
+}
+
+// FuzzParseLastEventID checks that a Last-Event-ID with or without a tag
+// is accepted exactly when eventID makes it.
+func FuzzParseLastEventID(f *testing.F) {
+	for _, s := range []string{"0_1", "ab.0_1", "0123456789abcdef.1_2", ".1_1", "a.b.1_1", "A.1_1", "a."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tag, num, seq, ok := parseLastEventID(s)
+		if ok && eventID(tag, num, seq) != s {
+			t.Fatalf("parseLastEventID(%q) accepted a form eventID does not make", s)
+		}
+		if !ok {
+			if tag, rest, found := strings.Cut(s, "."); found && tag != "" && len(tag) <= maxTag && strings.Trim(tag, "0123456789abcdef") == "" {
+				if _, _, ok := parseEventID(rest); ok {
+					t.Fatalf("parseLastEventID(%q) refused a tagged id", s)
+				}
 			}
 		}
 	})

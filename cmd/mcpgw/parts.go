@@ -154,6 +154,13 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	if !limiter.Enabled() {
 		limiter = nil
 	}
+	// With a configured secret, sessions are kept in the database and
+	// outlive the process; with a random one their ids die with it, so
+	// there is nothing to keep.
+	var sessions legacy.SessionStore
+	if cfg.Secret != "" {
+		sessions = sessionStore{db}
+	}
 	edge, err := legacy.New(legacy.Options{
 		RateLimit:               limiter,
 		TrustedProxies:          proxies,
@@ -168,6 +175,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		MaxSessions:             cfg.Sessions.Max,
 		MaxSessionsPerPrincipal: cfg.Sessions.MaxPerPrincipal,
 		Secret:                  secret,
+		Store:                   sessions,
 		ResumeWindow:            time.Duration(cfg.ResumeWindow),
 		StreamAfter:             time.Duration(cfg.StreamAfter),
 	})
@@ -229,6 +237,54 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 
 	mgr.Start()
 	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, adm: adm, ready: ready, handler: e, adminHandler: adminHandler}, nil
+}
+
+// sessionStore is the legacy edge's SessionStore on the database.
+type sessionStore struct{ db *store.SQLite }
+
+var _ legacy.SessionStore = sessionStore{}
+
+// The store takes whatever the edge keeps of a client.
+var _ [store.MaxSessionJSON - legacy.MaxClientJSON]struct{}
+
+func (s sessionStore) PutSession(ctx context.Context, rec legacy.SessionRecord) error {
+	return s.db.PutSession(ctx, store.Session{
+		ID: rec.ID, Principal: rec.Principal, Version: rec.Version,
+		Capabilities: rec.Capabilities, ClientInfo: rec.ClientInfo,
+		CreatedAt: rec.Created, LastActiveAt: rec.LastActive,
+	})
+}
+
+func (s sessionStore) GetSession(ctx context.Context, id string) (legacy.SessionRecord, bool, error) {
+	sess, err := s.db.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return legacy.SessionRecord{}, false, nil
+	}
+	if err != nil {
+		return legacy.SessionRecord{}, false, err
+	}
+	return legacy.SessionRecord{
+		ID: sess.ID, Principal: sess.Principal, Version: sess.Version,
+		Capabilities: sess.Capabilities, ClientInfo: sess.ClientInfo,
+		Created: sess.CreatedAt, LastActive: sess.LastActiveAt,
+	}, true, nil
+}
+
+func (s sessionStore) TouchSessions(ctx context.Context, lastActive map[string]time.Time) error {
+	touches := make([]store.SessionTouch, 0, len(lastActive))
+	for id, at := range lastActive {
+		touches = append(touches, store.SessionTouch{ID: id, LastActiveAt: at})
+	}
+	return s.db.TouchSessions(ctx, touches)
+}
+
+func (s sessionStore) DeleteSessions(ctx context.Context, ids ...string) error {
+	return s.db.DeleteSessions(ctx, ids...)
+}
+
+func (s sessionStore) DeleteIdleSessions(ctx context.Context, before time.Time) error {
+	_, err := s.db.DeleteIdleSessions(ctx, before)
+	return err
 }
 
 // Shutdown budgets after the drain: for the HTTP server to flush and close

@@ -1,0 +1,322 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The sessions tests: a gateway with a fixed secret serves the sessions
+// it issued after a restart, whether it was stopped (SIGTERM) or killed
+// (SIGKILL).
+
+const (
+	sessionsSecret         = "e2e-sessions-secret-not-a-real-one-0123456789"
+	aliceKey, bobKey       = "e2e-sessions-alice-key", "e2e-sessions-bob-key"
+	sessionsProtocolLatest = "2025-11-25"
+)
+
+// startSessionsGateway runs mcpgw with its config and data in dir,
+// listening on listen (127.0.0.1:0 the first time, the same address
+// after a restart, so that a client's endpoint stays valid).
+func startSessionsGateway(t *testing.T, dir, listen string) *gateway {
+	t.Helper()
+	config := fmt.Sprintf(`listen: %s
+data_dir: %s
+secret: %q
+admin:
+  tokens: [%q]
+log:
+  level: debug
+auth:
+  api_keys:
+    - {principal: alice, key_sha256: %q}
+    - {principal: bob, key_sha256: %q}
+servers:
+  - {name: demo, transport: stdio, command: %s}
+  - {name: solo, transport: stdio, command: %s, session_mode: per_session}
+`, listen, filepath.Join(dir, "data"), sessionsSecret, hashToken(adminToken), hashToken(aliceKey), hashToken(bobKey), bin("demo-server"), bin("demo-server"))
+	path := filepath.Join(dir, "mcpgw.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, baseEnv(), "mcpgw", "serve", "--config", path)
+	addr := p.waitLine(t, "the gateway's listening line", func(l string) string {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "listening" {
+			return rec.Addr
+		}
+		return ""
+	})
+	g := &gateway{process: p, URL: "http://" + addr, Admin: adminToken, DataDir: filepath.Join(dir, "data")}
+	g.waitState(t, "demo", "running")
+	g.waitState(t, "solo", "running")
+	return g
+}
+
+// mcpReq sends one HTTP request to /mcp as the holder of key, on session
+// sid (if not ""), with extra headers in pairs.
+func mcpReq(t *testing.T, g *gateway, method, key, sid, body string, hdr ...string) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctxT(t), method, g.URL+"/mcp", rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s /mcp: %v", method, err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// nextEvent reads the next event of an event stream (readSSE); ok is
+// false at its end.
+func nextEvent(t *testing.T, rd *bufio.Reader) (ev sseEvent, ok bool) {
+	t.Helper()
+	ev, err := readSSE(rd)
+	switch {
+	case err == nil:
+		return ev, true
+	case errors.Is(err, io.EOF):
+		return ev, false
+	}
+	t.Fatalf("reading an event stream: %v", err)
+	return ev, false
+}
+
+// rpcAnswer is the parts of a JSON-RPC response the tests read.
+type rpcAnswer struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// answerOf reads the response of a POSTed request: the JSON body, or the
+// last event of an event stream.
+func answerOf(t *testing.T, resp *http.Response) rpcAnswer {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	var data string
+	if resp.Header.Get("Content-Type") == "text/event-stream" {
+		rd := bufio.NewReader(resp.Body)
+		for {
+			ev, ok := nextEvent(t, rd)
+			if !ok {
+				break
+			}
+			if ev.data != "" {
+				data = ev.data
+			}
+		}
+	} else {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = string(b)
+	}
+	var a rpcAnswer
+	if err := json.Unmarshal([]byte(data), &a); err != nil {
+		t.Fatalf("answer %q: %v", data, err)
+	}
+	return a
+}
+
+// initializeAs starts a session of version for the holder of key.
+func initializeAs(t *testing.T, g *gateway, key, version string) string {
+	t.Helper()
+	resp := mcpReq(t, g, http.MethodPost, key, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{"roots":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if a := answerOf(t, resp); a.Error != nil {
+		t.Fatalf("initialize: %+v", a.Error)
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatal("initialize: no Mcp-Session-Id")
+	}
+	mcpReq(t, g, http.MethodPost, key, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid
+}
+
+// callAdd calls the demo server's add tool on session sid and returns its
+// result.
+func callAdd(t *testing.T, g *gateway, key, sid string) map[string]json.RawMessage {
+	t.Helper()
+	a := answerOf(t, mcpReq(t, g, http.MethodPost, key, sid, `{"jsonrpc":"2.0","id":"add","method":"tools/call","params":{"name":"mcp__demo__add","arguments":{"a":2,"b":3}}}`))
+	if a.Error != nil {
+		t.Fatalf("tools/call add: %+v", a.Error)
+	}
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(a.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestSessions_SurviveRestart: with a fixed secret, a session issued
+// before a restart is served after it, for SIGTERM and for SIGKILL: its
+// version (a 2025-03-26 session still gets no structuredContent), only to
+// its principal, with its per_session upstream started again; a GET that
+// resumes a stream from before the restart gets a fresh stream; a deleted
+// session stays 404; and the official Go SDK client's session goes on
+// across the restart.
+func TestSessions_SurviveRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"SIGTERM", syscall.SIGTERM}, {"SIGKILL", syscall.SIGKILL}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			g := startSessionsGateway(t, dir, "127.0.0.1:0")
+			listen := strings.TrimPrefix(g.URL, "http://")
+
+			old := initializeAs(t, g, aliceKey, "2025-03-26")
+			if res := callAdd(t, g, aliceKey, old); res["structuredContent"] != nil || res["content"] == nil {
+				t.Fatalf("add on a 2025-03-26 session before the restart: %v", res)
+			}
+
+			// A 2025-11-25 session with a GET stream (its priming event
+			// names stream 0) and a call on the per_session server.
+			cur := initializeAs(t, g, aliceKey, sessionsProtocolLatest)
+			get := mcpReq(t, g, http.MethodGet, aliceKey, cur, "")
+			primed, ok := nextEvent(t, bufio.NewReader(get.Body))
+			if get.StatusCode != http.StatusOK || !ok || primed.id == "" {
+				t.Fatalf("GET stream: status %d, first event %+v", get.StatusCode, primed)
+			}
+			get.Body.Close()
+			if a := answerOf(t, mcpReq(t, g, http.MethodPost, aliceKey, cur, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__solo__echo","arguments":{"text":"before"}}}`)); a.Error != nil {
+				t.Fatalf("per_session echo: %+v", a.Error)
+			}
+			if st := g.relayStatus(t, "solo"); st.Sessions != 1 {
+				t.Fatalf("the per_session server holds %d sessions, want 1", st.Sessions)
+			}
+
+			deleted := initializeAs(t, g, aliceKey, sessionsProtocolLatest)
+			if r := mcpReq(t, g, http.MethodDelete, aliceKey, deleted, ""); r.StatusCode != http.StatusOK {
+				t.Fatalf("DELETE: %d", r.StatusCode)
+			}
+
+			client := mcp.NewClient(&mcp.Implementation{Name: "e2e-sessions", Version: "1"}, nil)
+			// No standalone GET stream: the SDK gives a stream that breaks
+			// a few seconds of retries, and a restart may take longer on a
+			// busy machine; the raw GETs here resume one deterministically.
+			cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp", HTTPClient: httpClientWith(aliceKey), DisableStandaloneSSE: true}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs.Close() })
+			if got, _ := callText(t, cs, "mcp__demo__echo", map[string]any{"text": "before"}); got != "before" {
+				t.Fatalf("SDK echo before the restart: %q", got)
+			}
+
+			g.stopWith(t, tc.sig)
+			g = startSessionsGateway(t, dir, listen)
+
+			// The 2025-03-26 session: served, still 2025-03-26.
+			res := callAdd(t, g, aliceKey, old)
+			if res["structuredContent"] != nil || res["content"] == nil {
+				t.Errorf("add on the 2025-03-26 session after the restart: %v; want content and no structuredContent", res)
+			}
+			// Only to its principal.
+			if r := mcpReq(t, g, http.MethodPost, bobKey, old, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.StatusCode != http.StatusNotFound {
+				t.Errorf("bob presenting alice's session id: status %d, want 404", r.StatusCode)
+			}
+			// A deleted session stays gone.
+			if r := mcpReq(t, g, http.MethodPost, aliceKey, deleted, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.StatusCode != http.StatusNotFound {
+				t.Errorf("the deleted session after the restart: status %d, want 404", r.StatusCode)
+			}
+
+			// Resuming the GET stream from before the restart opens a
+			// fresh one; a POST stream from before it is an empty stream;
+			// an id that does not parse is still 400.
+			get = mcpReq(t, g, http.MethodGet, aliceKey, cur, "", "Last-Event-ID", primed.id)
+			if get.StatusCode != http.StatusOK || get.Header.Get("Content-Type") != "text/event-stream" {
+				b, _ := io.ReadAll(get.Body)
+				t.Fatalf("GET resuming %q after the restart: status %d, type %q: %s", primed.id, get.StatusCode, get.Header.Get("Content-Type"), b)
+			}
+			fresh, ok := nextEvent(t, bufio.NewReader(get.Body))
+			if !ok || fresh.id == "" || fresh.id == primed.id || fresh.data != "" {
+				t.Errorf("the fresh GET stream's first event: %+v, want a new priming event", fresh)
+			}
+			get.Body.Close()
+			post := mcpReq(t, g, http.MethodGet, aliceKey, cur, "", "Last-Event-ID", "4_1")
+			body, _ := io.ReadAll(post.Body)
+			if post.StatusCode != http.StatusOK || post.Header.Get("Content-Type") != "text/event-stream" || len(body) != 0 {
+				t.Errorf("GET resuming a POST stream from before the restart: status %d, type %q, body %q; want an empty event stream", post.StatusCode, post.Header.Get("Content-Type"), body)
+			}
+			if r := mcpReq(t, g, http.MethodGet, aliceKey, cur, "", "Last-Event-ID", "not-an-id"); r.StatusCode != http.StatusBadRequest {
+				t.Errorf("GET with a Last-Event-ID that does not parse: status %d, want 400", r.StatusCode)
+			}
+
+			// The per_session upstream starts again with the session's
+			// first call on it.
+			if st := g.relayStatus(t, "solo"); st.Sessions != 0 {
+				t.Errorf("the per_session server holds %d sessions before any call, want 0", st.Sessions)
+			}
+			a := answerOf(t, mcpReq(t, g, http.MethodPost, aliceKey, cur, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__solo__echo","arguments":{"text":"after"}}}`))
+			if a.Error != nil || !strings.Contains(string(a.Result), `"after"`) {
+				t.Errorf("per_session echo after the restart: %s, %+v", a.Result, a.Error)
+			}
+			if st := g.relayStatus(t, "solo"); st.Sessions != 1 {
+				t.Errorf("the per_session server holds %d sessions after the call, want 1", st.Sessions)
+			}
+
+			// The SDK client's session goes on.
+			if got, _ := callText(t, cs, "mcp__demo__echo", map[string]any{"text": "after"}); got != "after" {
+				t.Errorf("SDK echo after the restart: %q", got)
+			}
+
+			var list struct {
+				Sessions []struct {
+					Principal       string `json:"principal"`
+					ProtocolVersion string `json:"protocol_version"`
+				} `json:"sessions"`
+			}
+			g.adminGet(t, "/admin/sessions", &list)
+			versions := map[string]int{}
+			for _, s := range list.Sessions {
+				if s.Principal != "alice" {
+					t.Errorf("a session of %q after the restart", s.Principal)
+				}
+				versions[s.ProtocolVersion]++
+			}
+			if versions["2025-03-26"] != 1 || versions[sessionsProtocolLatest] != 2 {
+				t.Errorf("sessions after the restart by version: %v; want one 2025-03-26 and two %s (the raw one and the SDK's)", versions, sessionsProtocolLatest)
+			}
+		})
+	}
+}

@@ -320,3 +320,71 @@ func TestSessions_SurviveRestart(t *testing.T) {
 		})
 	}
 }
+
+// echoBatch returns a batch of n calls of the demo server's echo, with the
+// ids 1 to n.
+func echoBatch(n int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mcp__demo__echo","arguments":{"text":"t%d"}}}`, i, i)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// TestSessions_BatchCap: on the binary, a 2025-03-26 batch as large as a
+// session may have in flight (64) gets exactly one answer per request on
+// its event stream, and one larger is refused whole with one error.
+func TestSessions_BatchCap(t *testing.T) {
+	g := startGateway(t, baseEnv(), fmt.Sprintf(`auth:
+  api_keys:
+    - {principal: alice, key_sha256: %q}
+servers:
+  - {name: demo, transport: stdio, command: %s}
+`, hashToken(aliceKey), bin("demo-server")))
+	g.waitState(t, "demo", "running")
+	sid := initializeAs(t, g, aliceKey, "2025-03-26")
+
+	const limit = 64
+	resp := mcpReq(t, g, http.MethodPost, aliceKey, sid, echoBatch(limit))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("a batch of %d: status %d, type %q", limit, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	seen := map[string]int{}
+	rd := bufio.NewReader(resp.Body)
+	for {
+		ev, ok := nextEvent(t, rd)
+		if !ok {
+			break
+		}
+		var a rpcAnswer
+		if err := json.Unmarshal([]byte(ev.data), &a); err != nil {
+			t.Fatalf("event %q: %v", ev.data, err)
+		}
+		if a.Error != nil {
+			t.Errorf("request %s: error %+v", a.ID, a.Error)
+			continue
+		}
+		if want := fmt.Sprintf(`"t%s"`, a.ID); !strings.Contains(string(a.Result), want) {
+			t.Errorf("request %s answered %s", a.ID, a.Result)
+		}
+		seen[string(a.ID)]++
+	}
+	for i := 1; i <= limit; i++ {
+		if n := seen[fmt.Sprint(i)]; n != 1 {
+			t.Errorf("request %d answered %d times, want once", i, n)
+		}
+	}
+
+	resp = mcpReq(t, g, http.MethodPost, aliceKey, sid, echoBatch(limit+1))
+	body, _ := io.ReadAll(resp.Body)
+	var a rpcAnswer
+	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &a) != nil || string(a.ID) != "null" ||
+		a.Error == nil || a.Error.Code != -32600 || !strings.Contains(a.Error.Message, "64") {
+		t.Errorf("a batch of %d: status %d, body %s; want 400 and one -32600 error with id null naming the cap", limit+1, resp.StatusCode, body)
+	}
+}

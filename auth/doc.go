@@ -1,8 +1,10 @@
 // Package auth says who is calling and how much they may: principals from
 // API keys or OAuth 2.1 access tokens (JWTs), per-principal rate limits,
-// and the protected-resource metadata that tells clients where to get a
-// token. It is HTTP middleware (func(http.Handler) http.Handler) that knows
-// no echo and no MCP (STYLE.md); the edges mount it.
+// the protected-resource metadata that tells clients where to get a
+// token, and the checks every request passes before anything reads it
+// (guard.go: a body framed by Content-Length).
+// It is HTTP middleware (func(http.Handler) http.Handler) that knows no
+// echo and no MCP (STYLE.md); the edges mount it.
 //
 // For MCP 2025-11-25 (basic/authorization) the gateway is an OAuth 2.1
 // resource server. A request carries "Authorization: Bearer <token>"; the

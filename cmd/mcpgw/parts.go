@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/admin"
 	"github.com/mcpgw/mcpgw/gateway/legacy"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/mediastore"
 	"github.com/mcpgw/mcpgw/store"
@@ -213,10 +214,10 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		ae := echo.New()
 		ae.HideBanner, ae.HidePort = true, true
 		adm.Register(ae)
-		adminHandler = ae
 		// Metrics are for operators: with a private admin listener, they
 		// are served there only.
 		ae.GET("/metrics", echo.WrapHandler(tel.MetricsHandler))
+		adminHandler = auth.RequireContentLength(writeRefusal)(ae)
 	} else {
 		adm.Register(e)
 		e.GET("/metrics", echo.WrapHandler(tel.MetricsHandler))
@@ -234,9 +235,27 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	// The media URL is its own capability: no Authorization on /media.
 	mh := echo.WrapHandler(media.Handler(mediastore.HandlerOptions{RequireSignature: cfg.Media.SignedURLs}))
 	e.Any("/media/:name", mh)
+	// Every route of both listeners: no body framed by Transfer-Encoding
+	// (auth.RequireContentLength says why).
+	handler := auth.RequireContentLength(writeRefusal)(e)
 
 	mgr.Start()
-	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, adm: adm, ready: ready, handler: e, adminHandler: adminHandler}, nil
+	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, adm: adm, ready: ready, handler: handler, adminHandler: adminHandler}, nil
+}
+
+// writeRefusal writes a refusal before dispatch (auth's middleware): in
+// the admin API's error shape under /admin, else as a JSON-RPC error with
+// a null id, which an MCP client reads and any other still parses.
+func writeRefusal(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	var body []byte
+	if r.URL.Path == "/admin" || strings.HasPrefix(r.URL.Path, "/admin/") {
+		body, _ = json.Marshal(map[string]string{"message": msg})
+	} else {
+		body, _ = jsonrpc.Encode(jsonrpc.NewErrorResponse(jsonrpc.ID{}, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, msg, nil)))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
 // sessionStore is the legacy edge's SessionStore on the database.

@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The hardening tests drive the real binary from raw TCP and HTTP
+// clients: request framing (no Transfer-Encoding, so no request can be
+// smuggled behind a body).
+
+// answer is one HTTP response read from a raw connection.
+type answer struct {
+	status int
+	close  bool // the response said Connection: close
+	body   string
+}
+
+// exchange writes raw to a new connection to addr, reads every response
+// until the server ends the connection, and returns them and whether the
+// server closed it (a read gave EOF or a reset). A connection the server
+// keeps open ends the reading after a while and counts as not closed:
+// that is the failure the tests look for, never a pass.
+func exchange(t *testing.T, addr, raw string) (answers []answer, closed bool) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	// Only a server that wrongly keeps the connection waits for this.
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(conn)
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return answers, false
+			}
+			// EOF before a response, or a reset: the server closed the
+			// connection. (Closing a socket whose receive buffer still
+			// holds unread bytes sends a reset instead of a FIN.)
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+				return answers, true
+			}
+			t.Fatalf("reading a response: %v (after %d)", err, len(answers))
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answers = append(answers, answer{status: resp.StatusCode, close: resp.Close, body: string(b)})
+	}
+}
+
+// chunked frames body as one chunk and the last chunk.
+func chunked(body string) string {
+	return fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+}
+
+// mcpPost is a POST /mcp head for host, without the framing headers and
+// the blank line.
+func mcpPost(host string) string {
+	return "POST /mcp HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+}
+
+// disableWeb is a complete PATCH that switches server web off: the
+// request a client smuggles, whose effect shows in the server's state.
+func disableWeb(host string) string {
+	body := `{"enabled":false}`
+	return fmt.Sprintf("PATCH /admin/servers/web HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		host, adminToken, len(body), body)
+}
+
+// startAdminListener runs a gateway with admin.listen and the server web
+// at url, waits until web runs, and returns the gateway twice: with the
+// main listener's URL, and with the admin listener's (for its admin API).
+func startAdminListener(t *testing.T, url string) (main, admin *gateway) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mcpgw.yaml")
+	config := fmt.Sprintf("listen: 127.0.0.1:0\ndata_dir: %s\nadmin:\n  listen: 127.0.0.1:0\n  tokens: [%q]\nservers:\n  - {name: web, transport: http, url: %s}\n",
+		filepath.Join(dir, "data"), hashToken(adminToken), url)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, baseEnv(), "mcpgw", "serve", "--config", path)
+	addrOf := func(msg string) string {
+		return p.waitLine(t, "the "+msg+" line", func(l string) string {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == msg {
+				return rec.Addr
+			}
+			return ""
+		})
+	}
+	main = &gateway{process: p, URL: "http://" + addrOf("listening"), Admin: adminToken}
+	admin = &gateway{process: p, URL: "http://" + addrOf("admin API listening"), Admin: adminToken}
+	admin.waitState(t, "web", "running")
+	return main, admin
+}
+
+// TestHardening_TransferEncoding sends requests whose body is framed by
+// Transfer-Encoding, alone or beside a Content-Length, to both listeners
+// and down both of the main listener's paths (a connection's first
+// request, and one after a plain POST that took the fast path): each gets
+// one 400 with Connection: close and the connection ends, so the request
+// smuggled behind a chunked body is never read (RFC 9112, section 6.1).
+func TestHardening_TransferEncoding(t *testing.T) {
+	httpURL, _ := startDemoHTTP(t, "demo-http")
+	g := startGateway(t, baseEnv(), fmt.Sprintf("servers:\n  - {name: web, transport: http, url: %s}\n", httpURL))
+	g.waitState(t, "web", "running")
+	main := strings.TrimPrefix(g.URL, "http://")
+	_, ag := startAdminListener(t, httpURL)
+	adminAddr := strings.TrimPrefix(ag.URL, "http://")
+
+	plain := mcpPost(main) + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(initBody), initBody)
+	smuggling := func(host, head string) string {
+		body := chunked(initBody) + disableWeb(host)
+		// CL.TE: a front end that reads Content-Length forwards the
+		// smuggled request as part of this one's body.
+		return head + fmt.Sprintf("Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n", len(body)) + body
+	}
+	tests := []struct {
+		name string
+		addr string
+		raw  string
+		// want are the statuses of the answers before the connection
+		// ends; the last is the 400 with Connection: close.
+		want []int
+	}{
+		{
+			name: "Content-Length and Transfer-Encoding on /mcp, smuggling a PATCH",
+			addr: main,
+			raw:  smuggling(main, mcpPost(main)),
+			want: []int{400},
+		},
+		{
+			name: "the same after a plain POST on the connection",
+			addr: main,
+			raw:  plain + smuggling(main, mcpPost(main)),
+			want: []int{200, 400},
+		},
+		{
+			name: "Transfer-Encoding alone on /mcp",
+			addr: main,
+			raw:  mcpPost(main) + "Transfer-Encoding: chunked\r\n\r\n" + chunked(initBody),
+			want: []int{400},
+		},
+		{
+			name: "Content-Length and Transfer-Encoding on /admin, smuggling a PATCH",
+			addr: main,
+			raw:  smuggling(main, "POST /admin/reload HTTP/1.1\r\nHost: "+main+"\r\nAuthorization: Bearer "+adminToken+"\r\n"),
+			want: []int{400},
+		},
+		{
+			name: "Transfer-Encoding on a GET of /healthz",
+			addr: main,
+			raw:  "GET /healthz HTTP/1.1\r\nHost: " + main + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + disableWeb(main),
+			want: []int{400},
+		},
+		{
+			name: "Content-Length and Transfer-Encoding on the admin listener, smuggling a PATCH",
+			addr: adminAddr,
+			raw:  smuggling(adminAddr, "POST /admin/reload HTTP/1.1\r\nHost: "+adminAddr+"\r\nAuthorization: Bearer "+adminToken+"\r\n"),
+			want: []int{400},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			answers, closed := exchange(t, tt.addr, tt.raw)
+			var got []int
+			for _, a := range answers {
+				got = append(got, a.status)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) || !closed {
+				t.Fatalf("answers %v (closed %v), want %v and the connection closed: %+v", got, closed, tt.want, answers)
+			}
+			last := answers[len(answers)-1]
+			if !last.close || !strings.Contains(last.body, "Transfer-Encoding is not accepted") {
+				t.Errorf("the 400 = %+v, want Connection: close and a message naming Transfer-Encoding", last)
+			}
+			if !json.Valid([]byte(last.body)) {
+				t.Errorf("the 400's body is not JSON: %q", last.body)
+			}
+		})
+	}
+	// The smuggled PATCHes never ran: web is still on, on both gateways
+	// (ag is the second one's admin listener).
+	for _, gw := range []*gateway{g, ag} {
+		if st := gw.status(t, "web"); st.State != "running" {
+			t.Errorf("server web is %s after the smuggling attempts, want running", st.State)
+		}
+	}
+}

@@ -2,7 +2,7 @@
 // API keys or OAuth 2.1 access tokens (JWTs), per-principal rate limits,
 // the protected-resource metadata that tells clients where to get a
 // token, and the checks every request passes before anything reads it
-// (guard.go: a body framed by Content-Length).
+// (guard.go: its Host and Origin, and a body framed by Content-Length).
 // It is HTTP middleware (func(http.Handler) http.Handler) that knows no
 // echo and no MCP (STYLE.md); the edges mount it.
 //

@@ -1,8 +1,62 @@
 package auth
 
 import (
+	"fmt"
 	"net/http"
 )
+
+// The checks a request passes before anything reads it: where it says it
+// is going and where it comes from (HostCheck), and how its body is
+// framed (RequireContentLength).
+
+// HostCheck refuses requests whose Host the gateway does not answer to
+// (DNS rebinding: a page of another site whose name now points at the
+// gateway) or whose Origin it does not trust (a browser page of another
+// site), as MCP 2025-11-25 (basic/transports, Security Warning) asks of
+// the MCP endpoint. A request without Origin passes: only browsers send
+// one, and other clients are not subject to it. The zero HostCheck lets
+// everything through.
+type HostCheck struct {
+	// AllowHost reports whether a Host header value (host or host:port,
+	// as the client sent it) may pass. Nil allows every host.
+	AllowHost func(host string) bool
+	// AllowOrigin reports whether an Origin header value may pass. Nil
+	// allows every origin: the check is then of Host only, for what
+	// hosts fetch from pages of any origin (media links).
+	AllowOrigin func(origin string) bool
+	// OnRefuse writes the answer to a request that Middleware refuses:
+	// status 403 and a body saying msg, which is safe to show. The MCP
+	// edge writes a JSON-RPC error, the admin API its own error shape;
+	// nil writes plain text.
+	OnRefuse func(w http.ResponseWriter, r *http.Request, status int, msg string)
+}
+
+// Check returns nil when r may pass, else an error whose text tells the
+// client what was refused and which setting decides it.
+func (c *HostCheck) Check(r *http.Request) error {
+	if c.AllowHost != nil && !c.AllowHost(r.Host) {
+		return fmt.Errorf("host %q is not allowed: reach the gateway by its public address (see allowed_hosts)", r.Host)
+	}
+	if c.AllowOrigin == nil {
+		return nil
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !c.AllowOrigin(origin) {
+		return fmt.Errorf("origin %q is not allowed to use this gateway (see allowed_origins)", origin)
+	}
+	return nil
+}
+
+// Middleware passes on the requests Check lets through and answers the
+// others 403 with OnRefuse's body.
+func (c *HostCheck) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Check(r); err != nil {
+			refuse(w, r, c.OnRefuse, http.StatusForbidden, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // TransferEncodingRefused is the message of RequireContentLength's
 // refusal.

@@ -17,6 +17,69 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+func TestHostCheck(t *testing.T) {
+	hosts := func(h string) bool { return h == "gw.example.com" || strings.HasPrefix(h, "127.0.0.1:") }
+	origins := func(o string) bool { return o == "https://gw.example.com" }
+	tests := []struct {
+		name   string
+		check  HostCheck
+		host   string
+		origin string
+		msg    string // of the refusal; "": passes
+	}{
+		{name: "allowed host, no origin", check: HostCheck{AllowHost: hosts, AllowOrigin: origins}, host: "127.0.0.1:8080"},
+		{name: "allowed host and origin", check: HostCheck{AllowHost: hosts, AllowOrigin: origins}, host: "gw.example.com", origin: "https://gw.example.com"},
+		{
+			name: "foreign host", check: HostCheck{AllowHost: hosts, AllowOrigin: origins}, host: "evil.example.com",
+			msg: `host "evil.example.com" is not allowed: reach the gateway by its public address (see allowed_hosts)`,
+		},
+		{
+			name: "foreign origin", check: HostCheck{AllowHost: hosts, AllowOrigin: origins}, host: "gw.example.com", origin: "http://evil.com",
+			msg: `origin "http://evil.com" is not allowed to use this gateway (see allowed_origins)`,
+		},
+		{
+			name: "foreign host and origin: the host is named", check: HostCheck{AllowHost: hosts, AllowOrigin: origins}, host: "evil.example.com", origin: "http://evil.com",
+			msg: `host "evil.example.com" is not allowed: reach the gateway by its public address (see allowed_hosts)`,
+		},
+		{name: "host only: any origin passes", check: HostCheck{AllowHost: hosts}, host: "gw.example.com", origin: "http://evil.com"},
+		{
+			name: "host only: a foreign host does not", check: HostCheck{AllowHost: hosts}, host: "evil.example.com", origin: "https://gw.example.com",
+			msg: `host "evil.example.com" is not allowed: reach the gateway by its public address (see allowed_hosts)`,
+		},
+		{name: "zero check", host: "evil.example.com", origin: "http://evil.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/admin/reload", nil)
+			r.Host = tt.host
+			if tt.origin != "" {
+				r.Header.Set("Origin", tt.origin)
+			}
+			err := tt.check.Check(r)
+			if got := fmt.Sprint(err); (err == nil) != (tt.msg == "") || (err != nil && got != tt.msg) {
+				t.Fatalf("Check = %v, want %q", err, tt.msg)
+			}
+			var called bool
+			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
+			rec := httptest.NewRecorder()
+			tt.check.OnRefuse = func(w http.ResponseWriter, r *http.Request, status int, msg string) {
+				w.WriteHeader(status)
+				io.WriteString(w, "refused: "+msg)
+			}
+			tt.check.Middleware(next).ServeHTTP(rec, r)
+			if tt.msg == "" {
+				if !called || rec.Code != 200 {
+					t.Errorf("Middleware: called %v, status %d; want the request passed on", called, rec.Code)
+				}
+				return
+			}
+			if called || rec.Code != http.StatusForbidden || rec.Body.String() != "refused: "+tt.msg {
+				t.Errorf("Middleware: called %v, %d %q; want 403 %q", called, rec.Code, rec.Body.String(), "refused: "+tt.msg)
+			}
+		})
+	}
+}
+
 // TestRequireContentLength sends raw requests to net/http behind the
 // middleware: one framed by Transfer-Encoding, with or without a
 // Content-Length, gets a 400 with Connection: close and the connection

@@ -18,7 +18,8 @@ import (
 
 // The hardening tests drive the real binary from raw TCP and HTTP
 // clients: request framing (no Transfer-Encoding, so no request can be
-// smuggled behind a body).
+// smuggled behind a body), and the Host and Origin checks of /admin and
+// /media.
 
 // answer is one HTTP response read from a raw connection.
 type answer struct {
@@ -204,5 +205,83 @@ func TestHardening_TransferEncoding(t *testing.T) {
 		if st := gw.status(t, "web"); st.State != "running" {
 			t.Errorf("server web is %s after the smuggling attempts, want running", st.State)
 		}
+	}
+}
+
+// hostOriginRequest sends method url with the admin token and, when not
+// empty, a Host and an Origin of its own, and returns the status and
+// body.
+func hostOriginRequest(t *testing.T, method, url, host, origin string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if host != "" {
+		req.Host = host
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestHardening_HostAndOrigin checks the Host and Origin rules of the
+// routes beside /mcp, on the main listener and on admin.listen: /admin
+// refuses a foreign Host or Origin as /mcp does, /media a foreign Host
+// only, and /healthz, /readyz and /metrics neither.
+func TestHardening_HostAndOrigin(t *testing.T) {
+	httpURL, _ := startDemoHTTP(t, "demo-http")
+	g := startGateway(t, baseEnv(), fmt.Sprintf("servers:\n  - {name: web, transport: http, url: %s}\n", httpURL))
+	g.waitState(t, "web", "running")
+	_, ag := startAdminListener(t, httpURL)
+	adminPort := ag.URL[strings.LastIndexByte(ag.URL, ':')+1:]
+
+	const (
+		evilHost   = "evil.example.com"
+		evilOrigin = "http://evil.com"
+	)
+	tests := []struct {
+		name         string
+		method, url  string
+		host, origin string
+		want         int
+		msg          string // in the body of a refusal
+	}{
+		{name: "admin: foreign origin", method: "POST", url: g.URL + "/admin/reload", origin: evilOrigin, want: 403, msg: `origin \"http://evil.com\" is not allowed`},
+		{name: "admin: foreign host", method: "POST", url: g.URL + "/admin/reload", host: evilHost, want: 403, msg: `host \"evil.example.com\" is not allowed`},
+		{name: "admin: foreign host on a GET", method: "GET", url: g.URL + "/admin/servers", host: evilHost, want: 403, msg: "allowed_hosts"},
+		{name: "admin: own origin", method: "POST", url: g.URL + "/admin/reload", origin: g.URL, want: 200},
+		{name: "admin: no origin", method: "POST", url: g.URL + "/admin/reload", want: 200},
+		{name: "admin: localhost", method: "GET", url: g.URL + "/admin/servers", host: "localhost", want: 200},
+		{name: "media: foreign host", method: "GET", url: g.URL + "/media/none.png", host: evilHost, want: 403, msg: "allowed_hosts"},
+		{name: "media: foreign origin", method: "GET", url: g.URL + "/media/none.png", origin: evilOrigin, want: 404},
+		{name: "healthz: foreign host and origin", method: "GET", url: g.URL + "/healthz", host: evilHost, origin: evilOrigin, want: 200},
+		{name: "readyz: foreign host and origin", method: "GET", url: g.URL + "/readyz", host: evilHost, origin: evilOrigin, want: 200},
+		{name: "metrics: foreign host and origin", method: "GET", url: g.URL + "/metrics", host: evilHost, origin: evilOrigin, want: 200},
+
+		{name: "admin listener: foreign origin", method: "POST", url: ag.URL + "/admin/reload", origin: evilOrigin, want: 403, msg: "allowed_origins"},
+		{name: "admin listener: foreign host", method: "POST", url: ag.URL + "/admin/reload", host: evilHost, want: 403, msg: "allowed_hosts"},
+		{name: "admin listener: its own address", method: "POST", url: ag.URL + "/admin/reload", origin: ag.URL, want: 200},
+		{name: "admin listener: localhost", method: "POST", url: ag.URL + "/admin/reload", host: "localhost:" + adminPort, origin: "http://localhost:" + adminPort, want: 200},
+		{name: "admin listener: metrics by any host", method: "GET", url: ag.URL + "/metrics", host: evilHost, origin: evilOrigin, want: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := hostOriginRequest(t, tt.method, tt.url, tt.host, tt.origin)
+			if status != tt.want || (tt.msg != "" && !strings.Contains(body, tt.msg)) {
+				t.Errorf("%s %s (Host %q, Origin %q) = %d %s, want %d %s", tt.method, tt.url, tt.host, tt.origin, status, body, tt.want, tt.msg)
+			}
+			if status == 403 && !json.Valid([]byte(body)) {
+				t.Errorf("the refusal is not JSON: %s", body)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -162,6 +163,8 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	if cfg.Secret != "" {
 		sessions = sessionStore{db}
 	}
+	allowHost := func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) }
+	allowOrigin := func(o string) bool { return config.OriginAllowed(cfg.AllowedOrigins, o) }
 	edge, err := legacy.New(legacy.Options{
 		RateLimit:               limiter,
 		TrustedProxies:          proxies,
@@ -169,8 +172,8 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		Core:                    core,
 		Logger:                  logger,
 		MeterProvider:           tel.MeterProvider,
-		AllowHost:               func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) },
-		AllowOrigin:             func(o string) bool { return config.OriginAllowed(cfg.AllowedOrigins, o) },
+		AllowHost:               allowHost,
+		AllowOrigin:             allowOrigin,
 		MaxRequestBody:          int64(cfg.MaxRequestBody),
 		IdleTimeout:             time.Duration(cfg.Sessions.IdleTimeout),
 		MaxSessions:             cfg.Sessions.Max,
@@ -206,6 +209,16 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		return fail(err)
 	}
 
+	// Host and Origin are checked as on /mcp (DESIGN decision 12; the
+	// edge checks its own with the same auth.HostCheck) on /admin, and
+	// Host alone on /media, which hosts and Markdown renderers fetch from
+	// pages of any origin. /healthz, /readyz and /metrics are not checked:
+	// probes and scrapers reach them by addresses no config names (a pod's
+	// IP), and they change nothing.
+	adminAPI := echo.New()
+	adminAPI.HideBanner, adminAPI.HidePort = true, true
+	adm.Register(adminAPI)
+
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	edge.Register(e)
@@ -213,13 +226,18 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	if cfg.Admin.Listen != "" {
 		ae := echo.New()
 		ae.HideBanner, ae.HidePort = true, true
-		adm.Register(ae)
+		hosts, origins := adminListenerAllows(cfg)
+		mountAdmin(ae, &auth.HostCheck{
+			AllowHost:   func(h string) bool { return config.HostAllowed(hosts, h) },
+			AllowOrigin: func(o string) bool { return config.OriginAllowed(origins, o) },
+			OnRefuse:    writeRefusal,
+		}, adminAPI)
 		// Metrics are for operators: with a private admin listener, they
 		// are served there only.
 		ae.GET("/metrics", echo.WrapHandler(tel.MetricsHandler))
 		adminHandler = auth.RequireContentLength(writeRefusal)(ae)
 	} else {
-		adm.Register(e)
+		mountAdmin(e, &auth.HostCheck{AllowHost: allowHost, AllowOrigin: allowOrigin, OnRefuse: writeRefusal}, adminAPI)
 		e.GET("/metrics", echo.WrapHandler(tel.MetricsHandler))
 	}
 	// /healthz: the process serves. /readyz: it should get traffic (the
@@ -233,7 +251,8 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		e.Match([]string{http.MethodGet, http.MethodHead, http.MethodOptions}, path, meta)
 	}
 	// The media URL is its own capability: no Authorization on /media.
-	mh := echo.WrapHandler(media.Handler(mediastore.HandlerOptions{RequireSignature: cfg.Media.SignedURLs}))
+	mediaHosts := &auth.HostCheck{AllowHost: allowHost, OnRefuse: writeRefusal}
+	mh := echo.WrapHandler(mediaHosts.Middleware(media.Handler(mediastore.HandlerOptions{RequireSignature: cfg.Media.SignedURLs})))
 	e.Any("/media/:name", mh)
 	// Every route of both listeners: no body framed by Transfer-Encoding
 	// (auth.RequireContentLength says why).
@@ -241,6 +260,39 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 
 	mgr.Start()
 	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, adm: adm, ready: ready, handler: handler, adminHandler: adminHandler}, nil
+}
+
+// mountAdmin serves the admin API (its own echo router, api) under /admin
+// on e, behind check.
+func mountAdmin(e *echo.Echo, check *auth.HostCheck, api *echo.Echo) {
+	h := echo.WrapHandler(check.Middleware(api))
+	e.Any("/admin", h)
+	e.Any("/admin/*", h)
+}
+
+// adminListenerAllows returns the Host and Origin values the admin
+// listener (admin.listen) accepts: those of /mcp, its own address, and
+// the loopback names, so that an operator reaches it by the address it
+// listens on even when allowed_hosts names only the public one. None of
+// these is a name a DNS-rebinding page can take.
+func adminListenerAllows(cfg *config.Config) (hosts, origins []string) {
+	hosts = append(hosts, cfg.AllowedHosts...)
+	origins = append(origins, cfg.AllowedOrigins...)
+	own := []string{"localhost", "127.0.0.1", "[::1]"}
+	if host, _, err := net.SplitHostPort(cfg.Admin.Listen); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			if ip != nil && ip.To4() == nil {
+				host = "[" + host + "]"
+			}
+			own = append(own, host)
+		}
+	}
+	for _, h := range own {
+		// Without a port: any port, so that admin.listen's port 0 works.
+		hosts = append(hosts, h)
+		origins = append(origins, "http://"+h, "https://"+h)
+	}
+	return hosts, origins
 }
 
 // writeRefusal writes a refusal before dispatch (auth's middleware): in

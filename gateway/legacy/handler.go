@@ -144,6 +144,7 @@ type Handler struct {
 	// epoch marks the event ids of the sessions this Handler restored.
 	epoch  string
 	meters meters
+	site   auth.HostCheck // AllowHost and AllowOrigin
 
 	mu           sync.Mutex
 	state        state
@@ -249,6 +250,7 @@ func New(opts Options) (*Handler, error) {
 		sealer:       sealer,
 		principal:    principal,
 		epoch:        newEpoch(),
+		site:         auth.HostCheck{AllowHost: opts.AllowHost, AllowOrigin: opts.AllowOrigin},
 		sessions:     make(map[string]*session),
 		byToken:      make(map[string]*session),
 		taken:        make(map[net.Conn]struct{}),
@@ -286,20 +288,14 @@ func (h *Handler) Register(e *echo.Echo) {
 
 // guard runs before every /mcp handler: it counts the handler for Close and
 // checks Host and Origin before anything else (MCP 2025-11-25,
-// basic/transports, Security Warning: DNS rebinding).
+// basic/transports, Security Warning: DNS rebinding), with the
+// auth.HostCheck the admin API's routes get too.
 func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r, w := c.Request(), c.Response()
-		if h.opts.AllowHost != nil && !h.opts.AllowHost(r.Host) {
-			h.logger.Debug("refused a foreign host", "host", r.Host)
-			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("host %q is not allowed: reach the gateway by its public address (see allowed_hosts)", r.Host), nil)
-			return nil
-		}
-		if origin := r.Header.Get("Origin"); origin != "" && h.opts.AllowOrigin != nil && !h.opts.AllowOrigin(origin) {
-			h.logger.Debug("refused a foreign origin", "origin", origin)
-			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("origin %q is not allowed to use this gateway (see allowed_origins)", origin), nil)
+		if err := h.site.Check(r); err != nil {
+			h.logger.Debug("refused a request for its host or origin", "host", r.Host, "origin", r.Header.Get("Origin"))
+			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, err.Error(), nil)
 			return nil
 		}
 		h.mu.Lock()

@@ -86,7 +86,9 @@ func (h *Handler) post(c echo.Context) error {
 		return nil
 	}
 	r = withTraceContext(r)
-	msgs, batch, err := jsonrpc.ParseOwned(body) // body is this request's own
+	// Strict: a client is told what is wrong with its body (invalid
+	// UTF-8 too), and its id goes back as it came.
+	msgs, batch, err := jsonrpc.ParseOwnedStrict(body) // body is this request's own
 	if err != nil {
 		var jerr *jsonrpc.Error
 		if !errors.As(err, &jerr) {

@@ -64,6 +64,31 @@ func BenchmarkParse_Response64KiB(b *testing.B) {
 	}
 }
 
+// BenchmarkParseOwnedStrict_ToolsCall4MiB parses a 4 MiB tools/call as the
+// legacy edge does a client's POST (the UTF-8 check included), with text
+// arguments of ASCII and of text with multi-byte characters on every
+// line.
+func BenchmarkParseOwnedStrict_ToolsCall4MiB(b *testing.B) {
+	for _, tc := range []struct{ name, line string }{
+		{"ascii", "The quick brown fox jumps over the lazy dog, 0123456789 and some more text.\n"},
+		{"multibyte", "Größere Füchse springen über faule Hunde: 日本語のテキスト, ünïcödé.\n"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			text, _ := json.Marshal(strings.Repeat(tc.line, (4<<20)/len(tc.line)))
+			data := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__fs__write","arguments":{"text":` + string(text) + `}}}`)
+			buf := make([]byte, len(data))
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				copy(buf, data)
+				if _, _, err := ParseOwnedStrict(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkEncode_ToolsCall encodes the request the upstream client sends
 // for a call (under its own id), as the stdio and HTTP transports do.
 func BenchmarkEncode_ToolsCall(b *testing.B) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -76,10 +77,13 @@ func (id ID) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON implements json.Unmarshaler. It accepts a string or a
-// number; null gives the zero ID; anything else is an error.
+// number; null gives the zero ID; anything else is an error, and so is
+// invalid UTF-8, which the id would carry back out.
 func (id *ID) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	switch {
+	case !utf8.Valid(b):
+		return errors.New("id is not UTF-8")
 	case len(b) == 0:
 		return errors.New("empty id")
 	case string(b) == "null":
@@ -289,6 +293,13 @@ var ErrEmpty = errors.New("empty message")
 // A syntax error is returned as a *Error with CodeParseError; a message that
 // is JSON but not JSON-RPC as a *Error with CodeInvalidRequest.
 //
+// JSON text exchanged between systems must be UTF-8 (RFC 8259, section
+// 8.1), and the members of a message go out again byte for byte (an id
+// goes back as it came), so no message leaves Parse with invalid UTF-8:
+// each byte that is not part of a valid UTF-8 sequence (it can only be in
+// a string) becomes U+FFFD, as encoding/json, and so the peers' SDKs,
+// decode it. ParseOwnedStrict refuses such a message instead.
+//
 // The messages' raw members are slices of one copy of data, so the caller
 // may reuse data afterwards (ParseOwned spares the copy).
 func Parse(data []byte) (msgs []*Message, batch bool, err error) {
@@ -296,15 +307,37 @@ func Parse(data []byte) (msgs []*Message, batch bool, err error) {
 }
 
 // ParseOwned is Parse for a caller that hands data over: the messages'
-// raw members alias it, so it must not change afterwards.
+// raw members alias it, so it must not change afterwards. (Data with
+// invalid UTF-8 is copied, mended.)
 //
 // The whole of data is checked once (rawjson.Valid, which allocates
 // nothing), and its members are then found by a scanner that trusts that
 // check: no reflection, and no copy of params or results.
 func ParseOwned(data []byte) (msgs []*Message, batch bool, err error) {
+	return parseOwned(data, false)
+}
+
+// ParseOwnedStrict is ParseOwned for a message whose sender is told what
+// was wrong with it (a client's request): data with invalid UTF-8 is
+// refused with CodeParseError, naming the first bad byte, instead of
+// mended. Where a message arrives refused, nothing of it is relayed.
+func ParseOwnedStrict(data []byte) (msgs []*Message, batch bool, err error) {
+	return parseOwned(data, true)
+}
+
+func parseOwned(data []byte, strict bool) (msgs []*Message, batch bool, err error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, false, &Error{Code: CodeInvalidRequest, Message: ErrEmpty.Error()}
+	}
+	// Cheap beside the JSON check: utf8.Valid reads ASCII eight bytes at
+	// a time.
+	if !utf8.Valid(data) {
+		if strict {
+			return nil, false, &Error{Code: CodeParseError, Message: fmt.Sprintf(
+				"body is not valid JSON text: byte %d is not part of a UTF-8 sequence (JSON text is UTF-8)", invalidUTF8At(data))}
+		}
+		data = mendUTF8(data)
 	}
 	if data[0] == '{' {
 		// One message, the usual case: its members are found while it is
@@ -516,3 +549,35 @@ func methodName(tok []byte) (string, error) {
 }
 
 func isNull(b []byte) bool { return string(b) == "null" }
+
+// invalidUTF8At returns the index of the first byte of b that is not part
+// of a valid UTF-8 sequence, or -1.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// replacement is U+FFFD in UTF-8.
+const replacement = "\uFFFD"
+
+// mendUTF8 returns a copy of b with each byte that is not part of a valid
+// UTF-8 sequence replaced by U+FFFD: what encoding/json's decoder makes of
+// it, byte for byte (a valid U+FFFD in b stays as it is).
+func mendUTF8(b []byte) []byte {
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		i := invalidUTF8At(b)
+		if i < 0 {
+			return append(out, b...)
+		}
+		out = append(append(out, b[:i]...), replacement...)
+		b = b[i+1:]
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"unicode/utf8"
 
@@ -29,6 +30,8 @@ func TestParse(t *testing.T) {
 			[]string{"request", "notification", "response"}, []string{"1", "", "2"}, 0},
 		{"params array", `{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`, false, []string{"request"}, []string{"1"}, 0},
 		{"params null is absent", `{"jsonrpc":"2.0","id":1,"method":"m","params":null}`, false, []string{"request"}, []string{"1"}, 0},
+		{"invalid UTF-8 in a string id is mended", "{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\xc3\",\"method\":\"m\"}", false, []string{"request"}, []string{"\"a\uFFFDb\uFFFD\""}, 0},
+		{"a lone surrogate escape is valid JSON text", `{"jsonrpc":"2.0","id":"\ud800","method":"m"}`, false, []string{"request"}, []string{`"\ud800"`}, 0},
 
 		{"empty", ``, false, nil, nil, CodeInvalidRequest},
 		{"not json", `{"jsonrpc":`, false, nil, nil, CodeParseError},
@@ -112,14 +115,127 @@ func TestEncodeKeepsIDAndRawMembers(t *testing.T) {
 	}
 }
 
+// TestParse_UTF8 checks both answers to invalid UTF-8: ParseOwned mends
+// every member, each bad byte one U+FFFD, and ParseOwnedStrict refuses the
+// message, naming the first bad byte. Valid UTF-8, and escapes of any kind,
+// pass both untouched.
+func TestParse_UTF8(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string // what ParseOwned's message encodes to (� is U+FFFD)
+		// strict is ParseOwnedStrict's error message; "": it accepts in.
+		strict string
+	}{
+		{
+			name:   "id",
+			in:     "{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
+			want:   `{"jsonrpc":"2.0","id":"�","method":"ping"}`,
+			strict: "body is not valid JSON text: byte 23 is not part of a UTF-8 sequence (JSON text is UTF-8)",
+		},
+		{
+			name:   "params, a truncated sequence and an overlong one",
+			in:     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"a\":\"x\xe2\x82y\",\"b\":\"\xc0\xaf\"}}",
+			want:   `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":"x��y","b":"��"}}`,
+			strict: "body is not valid JSON text: byte 62 is not part of a UTF-8 sequence (JSON text is UTF-8)",
+		},
+		{
+			name:   "result, an encoded surrogate",
+			in:     "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"\xed\xa0\x80\"}}",
+			want:   `{"jsonrpc":"2.0","id":1,"result":{"text":"���"}}`,
+			strict: "body is not valid JSON text: byte 42 is not part of a UTF-8 sequence (JSON text is UTF-8)",
+		},
+		{
+			name: "valid UTF-8, U+FFFD itself and escapes are kept",
+			in:   `{"jsonrpc":"2.0","id":"é\ud800","method":"m","params":{"t":"日本\uFFFD` + "\uFFFD" + `\u00e9"}}`,
+			want: `{"jsonrpc":"2.0","id":"é\ud800","method":"m","params":{"t":"日本\uFFFD` + "\uFFFD" + `\u00e9"}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := []byte(tt.in)
+			msgs, _, err := ParseOwned(bytes.Clone(in))
+			if err != nil {
+				t.Fatalf("ParseOwned: %v", err)
+			}
+			if got := mustEncode(msgs[0]); got != tt.want {
+				t.Errorf("ParseOwned's message = %s, want %s", got, tt.want)
+			}
+			_, _, err = ParseOwnedStrict(bytes.Clone(in))
+			if tt.strict == "" {
+				if err != nil {
+					t.Errorf("ParseOwnedStrict: %v", err)
+				}
+				return
+			}
+			if jerr, ok := errors.AsType[*Error](err); !ok || jerr.Code != CodeParseError || jerr.Message != tt.strict {
+				t.Errorf("ParseOwnedStrict error = %v, want code %d %q", err, CodeParseError, tt.strict)
+			}
+		})
+	}
+}
+
+// FuzzParseStrict: ParseOwnedStrict refuses with a parse error exactly
+// what is not UTF-8, and otherwise answers as Parse.
+func FuzzParseStrict(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
+		"[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xc3\"}]",
+		"\xef\xbb\xbf{}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		strict, sb, serr := ParseOwnedStrict(bytes.Clone(data))
+		if !utf8.Valid(bytes.TrimSpace(data)) && len(bytes.TrimSpace(data)) > 0 {
+			if jerr, ok := errors.AsType[*Error](serr); !ok || jerr.Code != CodeParseError {
+				t.Fatalf("ParseOwnedStrict(%q) = %v, want a parse error", data, serr)
+			}
+			return
+		}
+		msgs, b, err := Parse(data)
+		if fmt.Sprint(err) != fmt.Sprint(serr) || b != sb || len(msgs) != len(strict) {
+			t.Fatalf("ParseOwnedStrict(%q) = %d, %v, %v; Parse = %d, %v, %v", data, len(strict), sb, serr, len(msgs), b, err)
+		}
+		for i := range msgs {
+			if mustEncode(msgs[i]) != mustEncode(strict[i]) {
+				t.Fatalf("message %d: %s, Parse's %s", i, mustEncode(strict[i]), mustEncode(msgs[i]))
+			}
+		}
+	})
+}
+
+// FuzzIDUnmarshal: an id that UnmarshalJSON accepts goes back out as
+// valid JSON text, the bytes it came in.
+func FuzzIDUnmarshal(f *testing.F) {
+	for _, s := range []string{`1`, `"a"`, `null`, `-1.5e3`, `"\ud800"`, "\"\xff\"", `{}`, ` "x" `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var id ID
+		if id.UnmarshalJSON(data) != nil {
+			return
+		}
+		out, err := id.MarshalJSON()
+		if err != nil || !utf8.Valid(out) || !json.Valid(out) {
+			t.Fatalf("UnmarshalJSON(%q) gave an id that encodes to %q, %v", data, out, err)
+		}
+		if id.IsValid() && string(out) != string(bytes.TrimSpace(data)) {
+			t.Fatalf("UnmarshalJSON(%q) encodes back to %q", data, out)
+		}
+	})
+}
+
 // FuzzParse: Parse never panics; what it accepts re-encodes to messages that
-// parse again to the same kinds, ids and members.
+// parse again to the same kinds, ids and members, as valid JSON text.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
 		`[{"jsonrpc":"2.0","id":"a","result":{"x":[1,2]}},{"jsonrpc":"2.0","method":"n","params":{}}]`,
 		`{"jsonrpc":"2.0","id":-1.5e3,"error":{"code":-32000,"message":"m","data":null}}`,
 		`{"jsonrpc":"2.0","id":null,"method":"x"}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"\xc3\",\"params\":{\"\xe2\x82\":\"\xed\xa0\x80\"}}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -136,6 +252,9 @@ func FuzzParse(f *testing.F) {
 			out, err := Encode(m)
 			if err != nil {
 				t.Fatalf("Encode(%+v): %v", m, err)
+			}
+			if !utf8.Valid(out) {
+				t.Fatalf("Parse(%q) gave a message that encodes to invalid UTF-8: %q", data, out)
 			}
 			again, err := ParseOne(out)
 			if err != nil {
@@ -288,12 +407,17 @@ func FuzzParseReference(f *testing.F) {
 		if len(msgs) != len(want) {
 			t.Fatalf("Parse(%q): %d messages, want %d", data, len(msgs), len(want))
 		}
+		// Invalid UTF-8 is mended by Parse and decoded to the same U+FFFDs
+		// by encoding/json: the members are then the same values, not the
+		// same bytes.
+		mended := !utf8.Valid(data)
 		for i, m := range msgs {
 			w := want[i]
-			if utf8.ValidString(m.Method) && m.Method != w.Method {
+			if m.Method != w.Method {
 				t.Errorf("message %d: method %q, want %q", i, m.Method, w.Method)
 			}
-			if m.ID != w.ID || string(m.Params) != string(w.Params) || string(m.Result) != string(w.Result) || !cmp.Equal(m.Error, w.Error) {
+			same := func(a, b []byte) bool { return string(a) == string(b) || mended && jsonEqual(a, b) }
+			if !same(m.ID.Raw(), w.ID.Raw()) || !same(m.Params, w.Params) || !same(m.Result, w.Result) || !cmp.Equal(m.Error, w.Error) {
 				t.Errorf("message %d of %q:\n got %+v\nwant %+v", i, data, m, w)
 			}
 		}

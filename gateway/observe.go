@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -33,7 +35,8 @@ import (
 // span's context. Metrics: the mcp.server.operation.duration histogram by
 // method, server, tool and outcome (its count is the request count), the
 // requests in flight, and the access denials and rate-limit rejections the
-// core decides.
+// core decides. At debug, each request also leaves one log line
+// (logAnswered).
 
 // instruments are the core's tracer and metric instruments.
 type instruments struct {
@@ -154,7 +157,40 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 			s.ins.denied.Add(ctx, 1, aclReason.Add...)
 		}
 	}
+	if s.logger.Enabled(ctx, slog.LevelDebug) {
+		s.logAnswered(ctx, req, labels, elapsed)
+	}
 	return res, err
+}
+
+// logAnswered logs a request the core answered, at debug: what the
+// metrics have (the bounded method, the route, the outcome) and who asked,
+// with the duration. Never the params or the result, nor an error's
+// message (an upstream's may quote the arguments), nor a resource URI
+// (a client fills a template's with its own data).
+func (s *Server) logAnswered(ctx context.Context, req *Request, l durationLabels, seconds float64) {
+	attrs := make([]slog.Attr, 0, 9)
+	attrs = append(attrs, slog.String("method", l.method))
+	if l.server != "" {
+		attrs = append(attrs, slog.String("server", l.server))
+	}
+	switch {
+	case l.tool != "":
+		attrs = append(attrs, slog.String("tool", l.tool))
+	case l.prompt != "":
+		attrs = append(attrs, slog.String("prompt", l.prompt))
+	}
+	if req.Session != "" {
+		attrs = append(attrs, slog.String("session_id", req.Session))
+	}
+	if req.Principal != "" {
+		attrs = append(attrs, slog.String("principal", req.Principal))
+	}
+	attrs = append(attrs, slog.Float64("duration_ms", math.Round(seconds*1e6)/1e3), slog.String("outcome", l.outcome))
+	if l.errType != "" {
+		attrs = append(attrs, slog.String("error_type", l.errType))
+	}
+	s.logger.LogAttrs(ctx, slog.LevelDebug, "request answered", attrs...)
 }
 
 var (

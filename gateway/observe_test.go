@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -142,6 +145,136 @@ func TestObserve(t *testing.T) {
 	}
 	if n, ok := counterValue(t, reader, "mcpgw.requests.in_flight", map[string]string{"mcp.method.name": "tools/call"}); !ok || n != 0 {
 		t.Errorf("tools/call in flight = %d (%v), want 0", n, ok)
+	}
+}
+
+// TestObserve_DebugLog: each request the core answers leaves one debug
+// line with its method (bounded as the metric label is), the server, tool
+// or prompt it was routed to, the session and principal, its duration and
+// outcome, and the error type of a failure; never its arguments, its
+// result, an error's message, or a name that is not in the catalog.
+func TestObserve_DebugLog(t *testing.T) {
+	const (
+		argSecret    = "hunter2-argument"
+		resultSecret = "result-secret"
+		errorSecret  = "error-secret"
+	)
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s",
+		Tools:   raws(`{"name":"ok","inputSchema":{"type":"object"}}`, `{"name":"bad","inputSchema":{"type":"object"}}`, `{"name":"fails","inputSchema":{"type":"object"}}`, `{"name":"slow","inputSchema":{"type":"object"}}`),
+		Prompts: raws(`{"name":"greet"}`),
+		Handle: func(ctx context.Context, method string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			var p struct{ Name string }
+			json.Unmarshal(params, &p)
+			switch p.Name {
+			case "bad":
+				return json.RawMessage(`{"content":[{"type":"text","text":"` + resultSecret + `"}],"isError":true}`), nil
+			case "fails":
+				return nil, jsonrpc.NewError(-32000, "the server says "+errorSecret, nil)
+			case "slow":
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return json.RawMessage(`{"content":[{"type":"text","text":"` + resultSecret + `"}]}`), nil
+		}})
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := newCore(t, m, Options{Logger: logger})
+
+	args := `,"arguments":{"password":"` + argSecret + `"}`
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		req  Request
+		want map[string]any // the line's attributes but time, level and duration_ms
+	}{
+		{
+			name: "tool call",
+			req:  Request{Method: "tools/call", Session: "sess", Principal: "alice", Params: json.RawMessage(`{"name":"mcp__s__ok"` + args + `}`)},
+			want: map[string]any{"method": "tools/call", "server": "s", "tool": "mcp__s__ok", "session_id": "sess", "principal": "alice", "outcome": "ok"},
+		},
+		{
+			name: "tool error",
+			req:  Request{Method: "tools/call", Principal: "alice", Params: json.RawMessage(`{"name":"mcp__s__bad"` + args + `}`)},
+			want: map[string]any{"method": "tools/call", "server": "s", "tool": "mcp__s__bad", "principal": "alice", "outcome": "tool_error", "error_type": "tool_error"},
+		},
+		{
+			name: "JSON-RPC error of the server",
+			req:  Request{Method: "tools/call", Principal: "alice", Params: json.RawMessage(`{"name":"mcp__s__fails"` + args + `}`)},
+			want: map[string]any{"method": "tools/call", "server": "s", "tool": "mcp__s__fails", "principal": "alice", "outcome": "error", "error_type": "-32000"},
+		},
+		{
+			name: "cancelled",
+			ctx:  cancelled,
+			req:  Request{Method: "tools/call", Principal: "alice", Params: json.RawMessage(`{"name":"mcp__s__slow"` + args + `}`)},
+			want: map[string]any{"method": "tools/call", "server": "s", "tool": "mcp__s__slow", "principal": "alice", "outcome": "cancelled", "error_type": "cancelled"},
+		},
+		{
+			name: "prompt",
+			req:  Request{Method: "prompts/get", Principal: "alice", Params: json.RawMessage(`{"name":"mcp__s__greet"` + args + `}`)},
+			want: map[string]any{"method": "prompts/get", "server": "s", "prompt": "mcp__s__greet", "principal": "alice", "outcome": "ok"},
+		},
+		{
+			// A name the catalog does not have is the client's input.
+			name: "unknown tool",
+			req:  Request{Method: "tools/call", Principal: "alice", Params: json.RawMessage(`{"name":"` + argSecret + `"}`)},
+			want: map[string]any{"method": "tools/call", "principal": "alice", "outcome": "error", "error_type": "-32602"},
+		},
+		{
+			name: "unknown method",
+			req:  Request{Method: argSecret, Principal: "alice"},
+			want: map[string]any{"method": "_OTHER", "principal": "alice", "outcome": "error", "error_type": "-32601"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs.Reset()
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			req := tt.req
+			s.Handle(ctx, &req)
+			var lines []map[string]any
+			for _, l := range bytes.Split(logs.Bytes(), []byte("\n")) {
+				if len(l) == 0 {
+					continue
+				}
+				var rec map[string]any
+				if err := json.Unmarshal(l, &rec); err != nil {
+					t.Fatalf("log line %q: %v", l, err)
+				}
+				if rec["msg"] == "request answered" {
+					lines = append(lines, rec)
+				}
+			}
+			if len(lines) != 1 {
+				t.Fatalf("%d lines \"request answered\", want 1:\n%s", len(lines), logs.String())
+			}
+			got := lines[0]
+			if d, ok := got["duration_ms"].(float64); !ok || d < 0 {
+				t.Errorf("duration_ms = %v, want a duration", got["duration_ms"])
+			}
+			if got["level"] != "DEBUG" {
+				t.Errorf("level %v, want DEBUG", got["level"])
+			}
+			for _, k := range []string{"time", "level", "duration_ms"} {
+				delete(got, k)
+			}
+			want := map[string]any{"msg": "request answered"}
+			for k, v := range tt.want {
+				want[k] = v
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("log line (-want +got):\n%s", diff)
+			}
+			for _, secret := range []string{argSecret, resultSecret, errorSecret} {
+				if strings.Contains(logs.String(), secret) {
+					t.Errorf("the log holds %q:\n%s", secret, logs.String())
+				}
+			}
+		})
 	}
 }
 

@@ -55,8 +55,14 @@ type bounded[K comparable, V any] struct {
 
 // get returns key's value, calling make the first time, under the lock,
 // so that one key never gets two values (two in-flight counts would each
-// hold half of it).
+// hold half of it). Past maxCachedSets keys, make's value is not kept.
 func (b *bounded[K, V]) get(key K, make func() V) V {
+	return b.getOr(key, make, make)
+}
+
+// getOr is get, but once maxCachedSets keys are kept a new key gets
+// full's value instead of one of its own.
+func (b *bounded[K, V]) getOr(key K, make, full func() V) V {
 	b.mu.RLock()
 	v, ok := b.m[key]
 	b.mu.RUnlock()
@@ -68,13 +74,14 @@ func (b *bounded[K, V]) get(key K, make func() V) V {
 	if v, ok := b.m[key]; ok {
 		return v
 	}
+	if len(b.m) >= maxCachedSets {
+		return full()
+	}
 	v = make()
 	if b.m == nil {
 		b.m = map[K]V{}
 	}
-	if len(b.m) < maxCachedSets {
-		b.m[key] = v
-	}
+	b.m[key] = v
 	return v
 }
 

@@ -233,6 +233,7 @@ servers:
 
 	text, samples := g.scrape(t)
 	ops := "mcp_server_operation_duration_seconds_count"
+	reqs := "mcpgw_requests_total"
 	checks := []struct {
 		name   string
 		metric string
@@ -240,15 +241,16 @@ servers:
 		min    float64
 		max    float64 // 0: no upper bound
 	}{
-		{"ok calls on one", ops, map[string]string{"mcp_method_name": "tools/call", "mcpgw_server": "one", "gen_ai_tool_name": "mcp__one__echo", "mcpgw_outcome": "ok", "mcp_protocol_version": "2025-11-25"}, 2, 2},
-		{"ok call on two", ops, map[string]string{"mcp_method_name": "tools/call", "mcpgw_server": "two", "gen_ai_tool_name": "mcp__two__echo", "mcpgw_outcome": "ok"}, 1, 1},
-		{"tool error", ops, map[string]string{"mcp_method_name": "tools/call", "gen_ai_tool_name": "mcp__one__fail", "mcpgw_outcome": "tool_error", "error_type": "tool_error"}, 1, 1},
-		{"ACL denial as a request", ops, map[string]string{"mcp_method_name": "tools/call", "gen_ai_tool_name": "mcp__two__fail", "mcpgw_outcome": "error", "error_type": "-31004"}, 1, 1},
+		{"ok calls on one", reqs, map[string]string{"mcp_method_name": "tools/call", "mcpgw_server": "one", "gen_ai_tool_name": "mcp__one__echo", "mcpgw_outcome": "ok"}, 2, 2},
+		{"ok call on two", reqs, map[string]string{"mcp_method_name": "tools/call", "mcpgw_server": "two", "gen_ai_tool_name": "mcp__two__echo", "mcpgw_outcome": "ok"}, 1, 1},
+		{"tool error", reqs, map[string]string{"mcp_method_name": "tools/call", "gen_ai_tool_name": "mcp__one__fail", "mcpgw_outcome": "tool_error", "error_type": "tool_error"}, 1, 1},
+		{"ACL denial as a request", reqs, map[string]string{"mcp_method_name": "tools/call", "gen_ai_tool_name": "mcp__two__fail", "mcpgw_outcome": "error", "error_type": "-31004"}, 1, 1},
 		{"initialize", ops, map[string]string{"mcp_method_name": "initialize", "mcpgw_outcome": "ok"}, 1, 0},
 		{"tools/list", ops, map[string]string{"mcp_method_name": "tools/list"}, 1, 0},
-		{"duration buckets", "mcp_server_operation_duration_seconds_bucket", map[string]string{"mcp_method_name": "tools/call", "mcpgw_server": "one", "le": "+Inf"}, 4, 0},
-		{"upstream calls", "mcp_client_operation_duration_seconds_count", map[string]string{"mcp_method_name": "tools/call", "mcpgw_server": "two", "gen_ai_tool_name": "echo", "mcpgw_outcome": "ok"}, 1, 1},
-		{"upstream tool error", "mcp_client_operation_duration_seconds_count", map[string]string{"mcpgw_server": "one", "gen_ai_tool_name": "fail", "mcpgw_outcome": "tool_error"}, 1, 1},
+		{"ok calls", ops, map[string]string{"mcp_method_name": "tools/call", "mcpgw_outcome": "ok"}, 4, 4},
+		{"duration buckets", "mcp_server_operation_duration_seconds_bucket", map[string]string{"mcp_method_name": "tools/call", "mcpgw_outcome": "ok", "le": "+Inf"}, 4, 4},
+		{"upstream calls", "mcp_client_operation_duration_seconds_count", map[string]string{"mcp_method_name": "tools/call", "mcpgw_server": "two", "mcpgw_outcome": "ok"}, 1, 1},
+		{"upstream tool error", "mcp_client_operation_duration_seconds_count", map[string]string{"mcpgw_server": "one", "mcpgw_outcome": "tool_error"}, 1, 1},
 		{"requests in flight", "mcpgw_requests_in_flight", map[string]string{"mcp_method_name": "tools/call"}, 0, 0},
 		{"upstream calls in flight", "mcpgw_upstream_calls_in_flight", map[string]string{"mcpgw_server": "one"}, 0, 0},
 		{"sessions", "mcpgw_sessions", map[string]string{"mcp_protocol_version": "2025-11-25"}, 1, 1},

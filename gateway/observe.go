@@ -33,9 +33,11 @@ import (
 // when the request carries one, else the HTTP traceparent header the edge
 // put into ctx. The client spans are upstream's, started under the server
 // span's context. Metrics: the mcp.server.operation.duration histogram by
-// method, server, tool and outcome (its count is the request count), the
-// requests in flight, and the access denials and rate-limit rejections the
-// core decides. At debug, each request also leaves one log line
+// method and outcome, the mcpgw.requests counter by method, outcome, error
+// type, server and tool or prompt, the requests in flight, and the access
+// denials and rate-limit rejections the core decides. Only the counter has
+// the catalog's names: a histogram is a line per bucket, and one per tool
+// made /metrics megabytes long. At debug, each request also leaves one log line
 // (logAnswered).
 
 // instruments are the core's tracer and metric instruments.
@@ -43,6 +45,7 @@ type instruments struct {
 	tracer    trace.Tracer
 	tracing   bool // false: tracer is the no-op one, spans are skipped
 	duration  metric.Float64Histogram
+	requests  *telemetry.Counter[requestLabels]
 	inFlight  *telemetry.InFlight[string] // by method label
 	rejected  metric.Int64Counter
 	denied    metric.Int64Counter
@@ -53,17 +56,26 @@ type instruments struct {
 
 // durationLabels are the label values of one duration measurement.
 type durationLabels struct {
-	method, outcome, version, server, tool, prompt, errType string
+	method, outcome string
+}
+
+func (l durationLabels) attrs() []attribute.KeyValue {
+	return []attribute.KeyValue{telemetry.MethodName.String(l.method), telemetry.Outcome.String(l.outcome)}
+}
+
+// requestLabels are what is known of a request once answered: the label
+// values of its count (errType bounded by telemetry.ErrorTypeLabel), and
+// of its span and log line (errType as it is).
+type requestLabels struct {
+	durationLabels
+	server, tool, prompt, errType string
 }
 
 // attrs returns the labels as attributes, in the order the span gets
 // them too.
-func (l durationLabels) attrs() []attribute.KeyValue {
-	out := make([]attribute.KeyValue, 0, 7)
-	out = append(out, telemetry.MethodName.String(l.method), telemetry.Outcome.String(l.outcome))
-	if l.version != "" {
-		out = append(out, telemetry.ProtocolVersion.String(l.version))
-	}
+func (l requestLabels) attrs() []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, 5)
+	out = append(out, l.durationLabels.attrs()...)
 	if l.server != "" {
 		out = append(out, telemetry.Server.String(l.server))
 	}
@@ -95,16 +107,20 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (instrumen
 		rejected: telemetry.RateLimitRejections(meter),
 		denied:   telemetry.AccessDenials(meter),
 	}
-	var err1, err2 error
+	var err1, err2, err3 error
 	in.duration, err1 = meter.Float64Histogram("mcp.server.operation.duration",
 		metric.WithUnit("s"),
-		metric.WithDescription("Duration of the MCP requests the gateway answered, from receipt to answer, by method, server, tool and outcome."),
+		metric.WithDescription("Duration of the MCP requests the gateway answered, from receipt to answer, by method and outcome."),
 		metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets...))
+	in.requests = new(telemetry.Counter[requestLabels])
+	err2 = in.requests.Register(meter, "mcpgw.requests",
+		metric.WithUnit("{request}"),
+		metric.WithDescription("MCP requests the gateway answered, by method, outcome, error type, and the server and tool or prompt they went to."))
 	in.inFlight = new(telemetry.InFlight[string])
-	err2 = in.inFlight.Register(meter, "mcpgw.requests.in_flight",
+	err3 = in.inFlight.Register(meter, "mcpgw.requests.in_flight",
 		metric.WithUnit("{request}"),
 		metric.WithDescription("MCP requests the gateway is answering now, by method."))
-	if err := errors.Join(err1, err2); err != nil {
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return in, err
 	}
 	in.available = true
@@ -145,14 +161,18 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 	outcome, errType := outcomeOf(req, res, err)
 	// The labels, known only now (the route), go on the metrics and the
 	// span; the span gets more when it is recorded.
-	labels := durationLabels{method: method, outcome: outcome, version: req.Client.ProtocolVersion,
+	labels := requestLabels{durationLabels: durationLabels{method: method, outcome: outcome},
 		server: req.server, tool: req.toolName, prompt: req.promptName, errType: errType}
 	if span.IsRecording() {
 		s.annotate(span, req, labels.attrs(), err, errType)
 	}
 	if s.ins.available {
 		inFlight.Add(-1)
-		s.ins.duration.Record(ctx, elapsed, s.ins.durations.Get(labels, labels.attrs).Record...)
+		d := labels.durationLabels
+		s.ins.duration.Record(ctx, elapsed, s.ins.durations.Get(d, d.attrs).Record...)
+		counted := labels
+		counted.errType = telemetry.ErrorTypeLabel(errType)
+		s.ins.requests.Get(counted, counted.attrs).Add(1)
 		if code, _ := errorCode(err); code == CodeForbidden {
 			s.ins.denied.Add(ctx, 1, aclReason.Add...)
 		}
@@ -168,7 +188,7 @@ func (s *Server) Observe(ctx context.Context, req *Request, fn func(ctx context.
 // with the duration. Never the params or the result, nor an error's
 // message (an upstream's may quote the arguments), nor a resource URI
 // (a client fills a template's with its own data).
-func (s *Server) logAnswered(ctx context.Context, req *Request, l durationLabels, seconds float64) {
+func (s *Server) logAnswered(ctx context.Context, req *Request, l requestLabels, seconds float64) {
 	attrs := make([]slog.Attr, 0, 9)
 	attrs = append(attrs, slog.String("method", l.method))
 	if l.server != "" {
@@ -200,7 +220,8 @@ var (
 
 // annotate names a recorded server span and gives it its attributes:
 // labels, with the request's own method (labels have the bounded one),
-// and what only spans carry (ids, the JSON-RPC error code).
+// and what only spans carry (ids, the protocol version, the JSON-RPC error
+// code).
 func (s *Server) annotate(span trace.Span, req *Request, labels []attribute.KeyValue, err error, errType string) {
 	name := req.Method
 	switch {
@@ -211,6 +232,9 @@ func (s *Server) annotate(span trace.Span, req *Request, labels []attribute.KeyV
 	}
 	span.SetName(name)
 	attrs := append(labels, telemetry.MethodName.String(req.Method)) // wins over the label's
+	if v := req.Client.ProtocolVersion; v != "" {
+		attrs = append(attrs, telemetry.ProtocolVersion.String(v))
+	}
 	if req.ID != "" {
 		attrs = append(attrs, telemetry.RequestID.String(req.ID))
 	}

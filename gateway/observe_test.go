@@ -32,17 +32,22 @@ func attrMap(kvs []attribute.KeyValue) map[string]string {
 }
 
 // TestObserve: each request gets a server span named and attributed by
-// the MCP conventions, continuing a traceparent of params._meta, and one
-// count in the duration histogram under bounded labels: the method (an
-// unknown one as _OTHER), the server and tool once routed, the outcome.
+// the MCP conventions, continuing a traceparent of params._meta, one count
+// in the duration histogram by method (an unknown one as _OTHER) and
+// outcome, and one in the request counter with the server and tool once
+// routed and the error type (an unknown code as _OTHER; the span keeps
+// it).
 func TestObserve(t *testing.T) {
 	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s",
-		Tools: raws(`{"name":"ok","inputSchema":{"type":"object"}}`, `{"name":"bad","inputSchema":{"type":"object"}}`, `{"name":"secret","inputSchema":{"type":"object"}}`),
+		Tools: raws(`{"name":"ok","inputSchema":{"type":"object"}}`, `{"name":"bad","inputSchema":{"type":"object"}}`, `{"name":"secret","inputSchema":{"type":"object"}}`, `{"name":"odd","inputSchema":{"type":"object"}}`),
 		Handle: func(_ context.Context, _ string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
 			var p struct{ Name string }
 			json.Unmarshal(params, &p)
-			if p.Name == "bad" {
+			switch p.Name {
+			case "bad":
 				return json.RawMessage(`{"content":[],"isError":true}`), nil
+			case "odd":
+				return nil, jsonrpc.NewError(-12345, "a code of the server's own", nil)
 			}
 			return json.RawMessage(`{"content":[]}`), nil
 		}})
@@ -59,29 +64,38 @@ func TestObserve(t *testing.T) {
 		name      string
 		req       Request
 		wantSpan  string
-		wantAttrs map[string]string // of the span, beyond the histogram's labels
-		wantLabel map[string]string // of the histogram point
+		wantAttrs map[string]string // of the span, beyond the count's labels
+		wantCount map[string]string // the labels of the request count
 	}{
 		{
 			name:      "tool call",
 			req:       Request{Method: "tools/call", ID: "7", Session: "sess", Client: Client{ProtocolVersion: "2025-11-25"}, Params: json.RawMessage(`{"name":"mcp__s__ok","_meta":{"traceparent":"` + parent + `"}}`)},
 			wantSpan:  "tools/call mcp__s__ok",
-			wantAttrs: map[string]string{"jsonrpc.request.id": "7", "mcp.session.id": "sess", "gen_ai.operation.name": "execute_tool"},
-			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__ok", "mcpgw.outcome": "ok", "mcp.protocol.version": "2025-11-25"},
+			wantAttrs: map[string]string{"jsonrpc.request.id": "7", "mcp.session.id": "sess", "gen_ai.operation.name": "execute_tool", "mcp.protocol.version": "2025-11-25"},
+			wantCount: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__ok", "mcpgw.outcome": "ok"},
 		},
 		{
 			name:      "tool error",
 			req:       Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__bad"}`)},
 			wantSpan:  "tools/call mcp__s__bad",
 			wantAttrs: map[string]string{"gen_ai.operation.name": "execute_tool"},
-			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__bad", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
+			wantCount: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__bad", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
 		},
 		{
 			name:      "denied by the access rules",
 			req:       Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__secret"}`)},
 			wantSpan:  "tools/call mcp__s__secret",
 			wantAttrs: map[string]string{"gen_ai.operation.name": "execute_tool", "rpc.response.status_code": "-31004"},
-			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__secret", "mcpgw.outcome": "error", "error.type": "-31004"},
+			wantCount: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__secret", "mcpgw.outcome": "error", "error.type": "-31004"},
+		},
+		{
+			// A code the gateway does not know is no label of its own: a
+			// server could make up any number of them.
+			name:      "an error code of the server's own",
+			req:       Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__odd"}`)},
+			wantSpan:  "tools/call mcp__s__odd",
+			wantAttrs: map[string]string{"gen_ai.operation.name": "execute_tool", "rpc.response.status_code": "-12345", "error.type": "-12345"},
+			wantCount: map[string]string{"mcp.method.name": "tools/call", "mcpgw.server": "s", "gen_ai.tool.name": "mcp__s__odd", "mcpgw.outcome": "error", "error.type": "_OTHER"},
 		},
 		{
 			// A made-up tool name is no label: it is not in the catalog.
@@ -89,7 +103,7 @@ func TestObserve(t *testing.T) {
 			req:       Request{Method: "tools/call", Params: json.RawMessage(`{"name":"mcp__s__nope"}`)},
 			wantSpan:  "tools/call",
 			wantAttrs: map[string]string{"rpc.response.status_code": "-32602"},
-			wantLabel: map[string]string{"mcp.method.name": "tools/call", "mcpgw.outcome": "error", "error.type": "-32602"},
+			wantCount: map[string]string{"mcp.method.name": "tools/call", "mcpgw.outcome": "error", "error.type": "-32602"},
 		},
 		{
 			// So is a made-up method.
@@ -97,14 +111,14 @@ func TestObserve(t *testing.T) {
 			req:       Request{Method: "made/up"},
 			wantSpan:  "made/up",
 			wantAttrs: map[string]string{"rpc.response.status_code": "-32601"},
-			wantLabel: map[string]string{"mcp.method.name": "_OTHER", "mcpgw.outcome": "error", "error.type": "-32601"},
+			wantCount: map[string]string{"mcp.method.name": "_OTHER", "mcpgw.outcome": "error", "error.type": "-32601"},
 		},
 		{
 			name:      "list",
 			req:       Request{Method: "tools/list"},
 			wantSpan:  "tools/list",
 			wantAttrs: map[string]string{},
-			wantLabel: map[string]string{"mcp.method.name": "tools/list", "mcpgw.outcome": "ok"},
+			wantCount: map[string]string{"mcp.method.name": "tools/list", "mcpgw.outcome": "ok"},
 		},
 	}
 	for _, tt := range tests {
@@ -121,7 +135,7 @@ func TestObserve(t *testing.T) {
 				t.Errorf("span %q (%v), want %q (server)", sp.Name(), sp.SpanKind(), tt.wantSpan)
 			}
 			want := map[string]string{"mcp.method.name": req.Method}
-			for k, v := range tt.wantLabel {
+			for k, v := range tt.wantCount {
 				if k != "mcp.method.name" {
 					want[k] = v
 				}
@@ -135,8 +149,12 @@ func TestObserve(t *testing.T) {
 			if tt.name == "tool call" && (sp.Parent().SpanID().String() != "00f067aa0ba902b7" || !sp.Parent().IsRemote()) {
 				t.Errorf("span parent %v, want the _meta traceparent's", sp.Parent())
 			}
-			if _, ok := histogramCount(t, reader, "mcp.server.operation.duration", tt.wantLabel); !ok {
-				t.Errorf("no histogram point with %v", tt.wantLabel)
+			hist := map[string]string{"mcp.method.name": tt.wantCount["mcp.method.name"], "mcpgw.outcome": tt.wantCount["mcpgw.outcome"]}
+			if _, ok := histogramCount(t, reader, "mcp.server.operation.duration", hist); !ok {
+				t.Errorf("no histogram point with exactly %v", hist)
+			}
+			if n, ok := sumPoint(t, reader, "mcpgw.requests", tt.wantCount); !ok || n != 1 {
+				t.Errorf("request count with exactly %v = %d (%v), want 1", tt.wantCount, n, ok)
 			}
 		})
 	}
@@ -356,6 +374,22 @@ func histogramCount(t *testing.T, reader *sdkmetric.ManualReader, name string, w
 			for _, p := range h.DataPoints {
 				if matches(p.Attributes, want, true) {
 					return p.Count, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// sumPoint returns the value of the monotonic sum point (a counter) whose
+// labels are exactly want.
+func sumPoint(t *testing.T, reader *sdkmetric.ManualReader, name string, want map[string]string) (int64, bool) {
+	t.Helper()
+	for _, m := range collect(t, reader) {
+		if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name && s.IsMonotonic {
+			for _, p := range s.DataPoints {
+				if matches(p.Attributes, want, true) {
+					return p.Value, true
 				}
 			}
 		}

@@ -342,6 +342,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Close() {
 	s.stopWatch()
 	s.ins.inFlight.Unregister()
+	s.ins.requests.Unregister()
 	s.events.close()
 	s.mu.Lock()
 	s.closed = true

@@ -67,13 +67,20 @@ const (
 // client cannot grow a metric's label set with made-up method names.
 const OtherMethod = "_OTHER"
 
+// OtherErrorType stands for a JSON-RPC error code ErrorTypeLabel does not
+// keep.
+const OtherErrorType = "_OTHER"
+
 // ExecuteTool is the OperationName of tools/call.
 const ExecuteTool = "execute_tool"
 
 // DurationBuckets are the histogram bounds, in seconds, of request and
-// call durations: those the MCP semantic conventions advise, from 10 ms
-// for a local call to 5 minutes for a slow tool.
-var DurationBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+// call durations: 5 ms for a list served from the catalog or a local
+// tool, then steps of about 2.5 to 4 times up to 2 minutes for a slow
+// tool. Nine bounds, where the MCP semantic conventions advise fourteen:
+// each bound is a line per series in /metrics, and a series per method
+// and server (see README, Observability).
+var DurationBuckets = []float64{0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30, 120}
 
 // Propagator reads and writes W3C trace context (traceparent and
 // tracestate) only: baggage is the client's, and the gateway does not pass
@@ -123,6 +130,29 @@ func AccessDenials(m metric.Meter) metric.Int64Counter {
 		return noopmetric.Int64Counter{}
 	}
 	return c
+}
+
+// errorCodes are the JSON-RPC error codes that ErrorTypeLabel keeps: the
+// standard ones, MCP's, the TypeScript SDK's connection closed (-32000)
+// and request timeout (-32001), the 2026-07-28 header errors, and the
+// gateway's own (-31001 to -31006).
+var errorCodes = map[string]bool{
+	"-32700": true, "-32600": true, "-32601": true, "-32602": true, "-32603": true,
+	"-32002": true, "-32042": true, "-32000": true, "-32001": true,
+	"-32020": true, "-32021": true, "-32022": true,
+	"-31001": true, "-31002": true, "-31003": true, "-31004": true, "-31005": true, "-31006": true,
+}
+
+// ErrorTypeLabel returns an ErrorType value as a metric label: itself
+// when it is a known JSON-RPC error code or not a code at all (the
+// values below), else OtherErrorType, so that a server cannot grow a
+// metric's label set by answering with made-up error codes. Spans keep the
+// code itself.
+func ErrorTypeLabel(errType string) string {
+	if errType == "" || (errType[0] != '-' && (errType[0] < '0' || errType[0] > '9')) || errorCodes[errType] {
+		return errType
+	}
+	return OtherErrorType
 }
 
 // Values of ErrorType for failures without a JSON-RPC error code.

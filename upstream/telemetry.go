@@ -12,10 +12,12 @@ package upstream
 //	                                └─ params._meta.traceparent, where the
 //	                                   revision defines it (metaTraceContext)
 //
-// Metrics: the mcp.client.operation.duration histogram by method, server,
-// tool and outcome, the calls in flight per server, and, observed at each
+// Metrics: the mcp.client.operation.duration histogram by method, server
+// and outcome, the calls in flight per server, and, observed at each
 // collection, every server's state and restart count. Their labels are
-// bounded: no session or request ids, arguments or URIs.
+// bounded: no session or request ids, arguments or URIs, and no tool
+// either (a histogram is a line per bucket; the gateway's request counter
+// has the tools).
 
 import (
 	"context"
@@ -57,19 +59,11 @@ type instruments struct {
 
 // callLabels are the label values of one call's duration.
 type callLabels struct {
-	method, server, outcome, tool, errType string
+	method, server, outcome string
 }
 
 func (l callLabels) attrs() []attribute.KeyValue {
-	out := make([]attribute.KeyValue, 0, 5)
-	out = append(out, telemetry.MethodName.String(l.method), telemetry.Server.String(l.server), telemetry.Outcome.String(l.outcome))
-	if l.tool != "" {
-		out = append(out, telemetry.ToolName.String(l.tool))
-	}
-	if l.errType != "" {
-		out = append(out, telemetry.ErrorType.String(l.errType))
-	}
-	return out
+	return []attribute.KeyValue{telemetry.MethodName.String(l.method), telemetry.Server.String(l.server), telemetry.Outcome.String(l.outcome)}
 }
 
 // newInstruments makes m's instruments from the providers of its options
@@ -153,7 +147,6 @@ type upstreamCall struct {
 	span   trace.Span
 	start  time.Time
 	method string // the method as a metric label (known, or OtherMethod)
-	tool   string // the tool of a tools/call, "" otherwise
 	server attribute.KeyValue
 	// inFlight is the server's attribute set, made once for both Adds.
 	inFlight *telemetry.Count
@@ -166,9 +159,6 @@ type upstreamCall struct {
 func (m *Manager) startCall(ctx context.Context, e *entry, c *Client, method, target string) (context.Context, *upstreamCall) {
 	server := telemetry.Server.String(e.cfg.Name)
 	uc := &upstreamCall{m: m, method: telemetry.MethodLabel(method), server: server}
-	if method == "tools/call" {
-		uc.tool = target
-	}
 	uc.span = noop.Span{}
 	if m.ins.tracing {
 		name := method
@@ -213,7 +203,7 @@ var spanKindClient = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindCl
 func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error, reader ToolResultReader) {
 	elapsed := time.Since(uc.start).Seconds()
 	outcome, errType, code := classify(ctx, uc.method, res, err, reader)
-	labels := callLabels{method: uc.method, server: uc.server.Value.AsString(), outcome: outcome, tool: uc.tool, errType: errType}
+	labels := callLabels{method: uc.method, server: uc.server.Value.AsString(), outcome: outcome}
 	if errType != "" {
 		uc.span.SetAttributes(telemetry.ErrorType.String(errType))
 		if code != "" {

@@ -436,7 +436,7 @@ func TestManager_CallTelemetry(t *testing.T) {
 		wantName   string
 		wantAttrs  map[string]string // of the span, beside the common ones
 		wantStatus codes.Code
-		wantLabels map[string]string // of the duration, beside method and server
+		wantLabels map[string]string // of the duration, beside method and server: no tool, no error type
 		noReader   bool              // the call has no CallHooks.ToolResult
 		readerSays bool              // what the caller's ToolResult tells of isError
 		wantAsked  string            // the result ToolResult is asked about, if any
@@ -445,7 +445,7 @@ func TestManager_CallTelemetry(t *testing.T) {
 			name: "ok", method: "tools/call", params: `{"name":"t","arguments":{"q":"secret-arg"}}`,
 			handle:   answer(`{"content":[]}`),
 			wantName: "tools/call t", wantAttrs: map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "ok"},
+			wantLabels: map[string]string{"mcpgw.outcome": "ok"},
 			wantAsked:  `{"content":[]}`,
 		},
 		{
@@ -453,7 +453,7 @@ func TestManager_CallTelemetry(t *testing.T) {
 			handle:   answer(`{"content":[],"isError":true}`),
 			wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "tool_error"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
+			wantLabels: map[string]string{"mcpgw.outcome": "tool_error"},
 			readerSays: true, wantAsked: `{"content":[],"isError":true}`,
 		},
 		{
@@ -462,7 +462,7 @@ func TestManager_CallTelemetry(t *testing.T) {
 			name: "the caller's reader decides", method: "tools/call", params: `{"name":"t"}`,
 			handle:   answer(`{"content":[],"isError":true}`),
 			wantName: "tools/call t", wantAttrs: map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "ok"},
+			wantLabels: map[string]string{"mcpgw.outcome": "ok"},
 			wantAsked:  `{"content":[],"isError":true}`,
 		},
 		{
@@ -470,7 +470,7 @@ func TestManager_CallTelemetry(t *testing.T) {
 			handle: answer(`{"isError":true,"content":[]}`), noReader: true,
 			wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "tool_error"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "tool_error", "error.type": "tool_error"},
+			wantLabels: map[string]string{"mcpgw.outcome": "tool_error"},
 		},
 		{
 			name: "JSON-RPC error", method: "tools/call", params: `{"name":"t","arguments":{"q":"secret-arg"}}`,
@@ -480,21 +480,21 @@ func TestManager_CallTelemetry(t *testing.T) {
 			},
 			wantErr: true, wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "-32602", "rpc.response.status_code": "-32602"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "error", "error.type": "-32602"},
+			wantLabels: map[string]string{"mcpgw.outcome": "error"},
 		},
 		{
 			name: "timeout", method: "tools/call", params: `{"name":"t"}`,
 			handle: hold, timeout: time.Minute,
 			wantErr: true, wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "timeout"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "error", "error.type": "timeout"},
+			wantLabels: map[string]string{"mcpgw.outcome": "error"},
 		},
 		{
 			name: "cancelled", method: "tools/call", params: `{"name":"t"}`,
 			handle: hold, cancel: true,
 			wantErr: true, wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "cancelled"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "cancelled", "error.type": "cancelled"},
+			wantLabels: map[string]string{"mcpgw.outcome": "cancelled"},
 		},
 		{
 			name: "connection lost", method: "tools/call", params: `{"name":"t"}`,
@@ -504,7 +504,7 @@ func TestManager_CallTelemetry(t *testing.T) {
 			},
 			wantErr: true, wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "unavailable"},
-			wantLabels: map[string]string{"gen_ai.tool.name": "t", "mcpgw.outcome": "error", "error.type": "unavailable"},
+			wantLabels: map[string]string{"mcpgw.outcome": "error"},
 		},
 		{
 			name: "prompts/get", method: "prompts/get", params: `{"name":"greet","arguments":{"who":"secret-arg"}}`,

@@ -274,3 +274,24 @@ func mustTraceState(t *testing.T, s string) trace.TraceState {
 	}
 	return ts
 }
+
+// TestErrorTypeLabel: the error types the gateway names, and the JSON-RPC
+// codes it knows, are labels as they are; any other code is _OTHER.
+func TestErrorTypeLabel(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", ""},
+		{ErrorToolError, ErrorToolError},
+		{ErrorTimeout, ErrorTimeout},
+		{ErrorCancelled, ErrorCancelled},
+		{"-32602", "-32602"},
+		{"-32042", "-32042"},
+		{"-31004", "-31004"},
+		{"-12345", OtherErrorType},
+		{"7", OtherErrorType},
+		{"-3260200", OtherErrorType},
+	} {
+		if got := ErrorTypeLabel(tt.in); got != tt.want {
+			t.Errorf("ErrorTypeLabel(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

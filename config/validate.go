@@ -587,10 +587,10 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 		switch k := textproto.CanonicalMIMEHeaderKey(h); {
 		case !validToken(h):
 			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%q is not a header name", h)
-		case slices.Contains(neverForwarded, k):
-			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%s is never forwarded: a client's credentials and the gateway's protocol headers stay at the gateway", k)
-		case k == "Traceparent" || k == "Tracestate":
-			addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%s is not forwarded: the gateway sends its own, whose parent is the client's, so the trace continues through it", k)
+		default:
+			if why, never := NeverForwarded(k); never {
+				addAt(fmt.Sprintf("%s[%d]", join(path, "forward_headers"), i), "%s %s", k, why)
+			}
 		}
 	}
 	if m := s.Media.Mode; m != "" && !slices.Contains(mediaModes, m) {
@@ -989,8 +989,63 @@ func ParseProxy(s string) (netip.Prefix, error) {
 // name: asymmetric ones only.
 var jwtAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
-// neverForwarded are the client headers no forward_headers may name.
-var neverForwarded = []string{"Authorization", "Cookie", "Proxy-Authorization", "Mcp-Session-Id", "Mcp-Protocol-Version", "Host", "Content-Length", "Content-Type", "Accept", "Last-Event-Id"}
+// Why a header is never forwarded, said after its name.
+const (
+	whyHop        = "is never forwarded: a hop-by-hop header belongs to one connection (RFC 9110, section 7.6.1), not to the gateway's request upstream"
+	whyCredential = "is never forwarded: a client's credentials and the gateway's protocol headers stay at the gateway"
+	whyTransport  = "is never forwarded: the gateway's HTTP client sets it for each request upstream"
+	whyTrace      = "is not forwarded: the gateway sends its own, whose parent is the client's, so the trace continues through it"
+)
+
+// neverForwarded are the client headers that no forward_headers entry
+// passes on, in canonical form, each with why: validation refuses them and
+// the HTTP client drops them (NeverForwarded), from this one list.
+var neverForwarded = []struct{ name, why string }{
+	{"Connection", whyHop},
+	{"Keep-Alive", whyHop},
+	{"Proxy-Connection", whyHop},
+	{"Te", whyHop},
+	{"Trailer", whyHop},
+	{"Transfer-Encoding", whyHop},
+	{"Upgrade", whyHop},
+	{"Proxy-Authenticate", whyHop},
+	{"Proxy-Authorization", whyCredential},
+	{"Authorization", whyCredential},
+	{"Cookie", whyCredential},
+	{"Mcp-Session-Id", whyCredential},
+	{"Mcp-Protocol-Version", whyCredential},
+	{"Last-Event-Id", whyCredential},
+	{"Host", whyTransport},
+	{"Content-Length", whyTransport},
+	{"Content-Type", whyTransport},
+	{"Accept", whyTransport},
+	{"Accept-Encoding", whyTransport},
+	{"Traceparent", whyTrace},
+	{"Tracestate", whyTrace},
+}
+
+// NeverForwarded reports whether no forward_headers entry passes on the
+// client header name (any spelling), and if so why, as a clause that
+// follows the header's name: "is never forwarded: ...".
+func NeverForwarded(name string) (why string, never bool) {
+	k := textproto.CanonicalMIMEHeaderKey(name)
+	for _, h := range neverForwarded {
+		if h.name == k {
+			return h.why, true
+		}
+	}
+	return "", false
+}
+
+// NeverForwardedHeaders returns the names NeverForwarded refuses, in
+// canonical form.
+func NeverForwardedHeaders() []string {
+	names := make([]string, len(neverForwarded))
+	for i, h := range neverForwarded {
+		names[i] = h.name
+	}
+	return names
+}
 
 // checkHTTPSURL returns what is wrong with the URL of an authorization
 // server, or "": https, or http on a loopback host (tests, development).

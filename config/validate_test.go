@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/textproto"
 	"strings"
 	"testing"
 	"time"
@@ -341,5 +342,39 @@ func TestProblems(t *testing.T) {
 	}
 	if got := Problems(nil).Error(); got != "" {
 		t.Errorf("Problems(nil).Error() = %q", got)
+	}
+}
+
+// TestValidateServer_NeverForwarded checks that forward_headers may name no
+// header the HTTP client would drop: hop-by-hop ones (RFC 9110, section
+// 7.6.1), the client's credentials, the transports' own, and the trace
+// context, in any spelling.
+func TestValidateServer_NeverForwarded(t *testing.T) {
+	required := []string{
+		"Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Proxy-Authenticate", "Proxy-Authorization",
+		"Authorization", "Cookie",
+		"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Host", "Content-Length", "Content-Type", "Accept", "Accept-Encoding",
+		"Traceparent", "Tracestate",
+	}
+	for _, name := range NeverForwardedHeaders() {
+		if name != textproto.CanonicalMIMEHeaderKey(name) {
+			t.Errorf("%q in the list is not in canonical form", name)
+		}
+	}
+	for _, name := range append(required, NeverForwardedHeaders()...) {
+		for _, spelling := range []string{name, strings.ToLower(name), strings.ToUpper(name)} {
+			s := defaulted(Server{Name: "web", Transport: "http", URL: "https://x.example.com/mcp", ForwardHeaders: []string{"X-Tenant", spelling}})
+			ps := ValidateServer(&s, "", Naming{})
+			if len(ps) != 1 || ps[0].Path != "forward_headers[1]" || !strings.Contains(ps[0].Message, "forwarded") {
+				t.Errorf("forward_headers [X-Tenant, %s]: problems %v, want one at forward_headers[1] saying it is not forwarded", spelling, ps)
+			}
+		}
+	}
+	s := defaulted(Server{Name: "web", Transport: "http", URL: "https://x.example.com/mcp", ForwardHeaders: []string{"connection"}})
+	want := Problems{{Path: "forward_headers[0]", Server: "web",
+		Message: "Connection is never forwarded: a hop-by-hop header belongs to one connection (RFC 9110, section 7.6.1), not to the gateway's request upstream"}}
+	if diff := cmp.Diff(want, ValidateServer(&s, "", Naming{})); diff != "" {
+		t.Errorf("forward_headers [connection] (-want +got):\n%s", diff)
 	}
 }

@@ -327,26 +327,17 @@ func (p *peer) headerMap(sid, version string) map[string]string {
 	return m
 }
 
-// neverForwarded are the client headers no forward_headers entry passes
-// on, whatever the configuration says (config refuses most of them too):
-// the client's credentials, the transports' own headers and hop-by-hop
-// ones. The trace context is the transports' own: each POST carries that
-// of its call's span, whose parent is the client's (injectTraceContext).
-var neverForwarded = []string{
-	"Authorization", "Cookie", "Proxy-Authorization",
-	"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id",
-	"Traceparent", "Tracestate",
-	"Host", "Content-Length", "Content-Type", "Accept", "Accept-Encoding",
-	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// forwardable returns names in canonical form, without the ones never
-// forwarded and without repeats.
+// forwardable returns names in canonical form, without repeats and without
+// the ones never forwarded whatever the configuration says (config refuses
+// them too, from the same list): the client's credentials, the transports'
+// own headers, hop-by-hop ones and the trace context, which is the
+// transports' own: each POST carries that of its call's span, whose parent
+// is the client's (injectTraceContext).
 func forwardable(names []string) []string {
 	var out []string
 	for _, n := range names {
 		k := textproto.CanonicalMIMEHeaderKey(n)
-		if k != "" && !slices.Contains(neverForwarded, k) && !slices.Contains(out, k) {
+		if _, never := config.NeverForwarded(k); k != "" && !never && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}

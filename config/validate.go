@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -944,6 +946,14 @@ func validToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// HashToken returns a bearer token as the config holds it, in
+// admin.tokens and auth.api_keys[].key_sha256: "sha256:" and the 64
+// lower-case hex digits of the token's SHA-256.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // validTokenHash reports whether s is "sha256:" and 64 hex digits.

@@ -22,21 +22,6 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 )
 
-// importUsage is the import command's own help.
-const importUsage = `usage: mcpgw import [--admin-url URL [--admin-token-env VAR]] FILE
-
-Reads the MCP servers of a Claude Desktop or Cursor config ("mcpServers") or
-of a VS Code mcp.json ("servers"; comments and trailing commas allowed) and
-prints them as mcpgw's "servers:" YAML. With --admin-url it registers them
-with a running gateway instead (POST URL/admin/servers).
-
-Renamed and skipped entries are reported on stderr. Exit 0: every entry
-converted (and registered); 1: some were skipped or not registered; 2: the
-file is unreadable, not a client config, or has no servers.
-
-flags:
-`
-
 // importedServer is one converted entry: the keys of a servers[] entry of
 // mcpgw's file (config.Server's yaml tags), and of the body the admin API
 // takes to register a server.
@@ -52,29 +37,40 @@ type importedServer struct {
 	Headers   map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
 }
 
+// importFlags defines the flags of import.
+func importFlags(fs *flag.FlagSet) (adminURL, tokenEnv *string) {
+	adminURL = fs.String("admin-url", "", "register the servers with the gateway whose admin API is at `URL` (http://host:port) instead of printing them")
+	tokenEnv = fs.String("admin-token-env", "MCPGW_ADMIN_TOKEN", "the environment variable `VAR` holding the admin bearer token (with --admin-url)")
+	return adminURL, tokenEnv
+}
+
 // importCmd converts the client config named in args and prints it, or
 // registers its servers through the admin API. It returns the exit code.
 func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), importUsage)
-		fs.PrintDefaults()
+	fs := newFlagSet("import", stderr)
+	adminURL, tokenEnv := importFlags(fs)
+	parsed := func(args []string) (code int, ok bool) {
+		switch err := parse(fs, "import", args, stderr); {
+		case errors.Is(err, flag.ErrHelp):
+			commandHelp(stdout, "import")
+			return 0, false
+		case err != nil:
+			return 2, false
+		}
+		return 0, true
 	}
-	adminURL := fs.String("admin-url", "", "register the servers with the gateway whose admin API is at this URL (http://host:port) instead of printing them")
-	tokenEnv := fs.String("admin-token-env", "MCPGW_ADMIN_TOKEN", "the environment variable holding the admin bearer token (with --admin-url)")
-	if err := fs.Parse(args); err != nil {
-		return 2 // the flag package has said what was wrong
+	if code, ok := parsed(args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "mcpgw import: missing FILE, the client config to read")
-		fs.Usage()
+		commandHelp(stderr, "import")
 		return 2
 	}
 	path := fs.Arg(0)
 	// Flags may also follow FILE.
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return 2
+	if code, ok := parsed(fs.Args()[1:]); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mcpgw import: unexpected argument %q\n", fs.Arg(0))

@@ -25,7 +25,6 @@ func TestRun(t *testing.T) {
 		notStdout []string
 	}{
 		{"version", []string{"version"}, 0, []string{"mcpgw "}, nil, nil},
-		{"help", []string{"help"}, 0, []string{"mcpgw validate"}, nil, nil},
 		{"unknown command", []string{"frobnicate"}, 2, nil, []string{`unknown command "frobnicate"`, "usage:"}, nil},
 		{"validate good", []string{"validate", "--config", good}, 0, []string{"ok (1 servers)"}, nil, nil},
 		{"validate bad lists every problem", []string{"validate", "--config", bad}, 1,
@@ -39,7 +38,22 @@ func TestRun(t *testing.T) {
 		{"validate missing file", []string{"validate", "--config", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"no such file"}, nil},
 		{"validate stray argument", []string{"validate", "extra"}, 2, nil, []string{`unexpected argument "extra"`}, nil},
 		{"serve refuses a fatal config", []string{"serve", "--config", bad}, 1, nil, []string{"is not usable", "listen: "}, nil},
-		{"bad flag", []string{"serve", "--nope"}, 2, nil, []string{"flag provided but not defined"}, nil},
+		{"bad flag", []string{"serve", "--nope"}, 2, nil, []string{"flag provided but not defined", "usage: mcpgw [serve]", "--config FILE"}, nil},
+		{"bad flag of the default command", []string{"--nope"}, 2, nil, []string{"flag provided but not defined", "--config"}, nil},
+		{"stray argument of token", []string{"token", "extra"}, 2, nil, []string{`unexpected argument "extra"`}, nil},
+
+		// Explicit help: every command and its flags on stdout, exit 0.
+		{"--help", []string{"--help"}, 0, allCommands, nil, nil},
+		{"-h", []string{"-h"}, 0, allCommands, nil, nil},
+		{"-help", []string{"-help"}, 0, allCommands, nil, nil},
+		{"help", []string{"help"}, 0, allCommands, nil, nil},
+		{"serve --help", []string{"serve", "--help"}, 0, []string{"usage: mcpgw [serve] [--config FILE]", "--config FILE", `(default "mcpgw.yaml")`}, nil, []string{"--admin-url", "validate"}},
+		{"help serve", []string{"help", "serve"}, 0, []string{"usage: mcpgw [serve] [--config FILE]", "--config FILE"}, nil, []string{"--admin-url"}},
+		{"validate -h", []string{"validate", "-h"}, 0, []string{"usage: mcpgw validate [--config FILE]", "--config FILE"}, nil, []string{"--admin-url"}},
+		{"import --help", []string{"import", "--help"}, 0, []string{"usage: mcpgw import", "--admin-url URL", "--admin-token-env VAR"}, nil, []string{"--config"}},
+		{"token --help", []string{"token", "--help"}, 0, []string{"usage: mcpgw token", "admin.tokens", "auth.api_keys", "base64url"}, nil, []string{"--config"}},
+		{"version --help", []string{"version", "--help"}, 0, []string{"usage: mcpgw version"}, nil, nil},
+		{"help of an unknown command", []string{"help", "frobnicate"}, 2, nil, []string{`unknown command "frobnicate"`, "commands:"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,8 +72,20 @@ func TestRun(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
 				}
 			}
+			for _, s := range tt.notStdout {
+				if strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout has %q:\n%s", s, stdout.String())
+				}
+			}
 		})
 	}
+}
+
+// allCommands is what the help of mcpgw shows: each command, and each
+// command's flags.
+var allCommands = []string{
+	"commands:", "\n  serve ", "\n  validate ", "\n  import ", "\n  token\n", "\n  version\n", "\n  help ",
+	"--config FILE", "--admin-url URL", "--admin-token-env VAR",
 }
 
 func TestFixPublicURL(t *testing.T) {

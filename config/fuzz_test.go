@@ -53,6 +53,12 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 		}
+		lines := strings.Count(string(data), "\n") + 1
+		for _, p := range ps {
+			if p.Line < 0 || p.Line > lines+1 || p.Column < 0 || p.Line == 0 && p.Column != 0 {
+				t.Errorf("problem at line %d, column %d of a file of %d lines: %v", p.Line, p.Column, lines, p)
+			}
+		}
 		if len(ps) > 0 {
 			return
 		}
@@ -211,6 +217,26 @@ func FuzzCheckRegistration(f *testing.F) {
 		rest := len(sc.Args) > 0 && sc.Args[len(sc.Args)-1] == "**"
 		if more := sc.Allows(append(slices.Clip(srv.Args), "x")); allowed && more != rest {
 			t.Errorf("Allows(%q) = true and with one argument more %t; want %t (rest pattern %t)", srv.Args, more, rest, rest)
+		}
+	})
+}
+
+// FuzzParentPath checks that parentPath undoes join for any keys, which
+// come from the file.
+func FuzzParentPath(f *testing.F) {
+	for _, k := range [][2]string{{"a", "b"}, {"env", "odd key"}, {`x"][0`, "]"}, {"a.b", `["c"]`}, {"", "[1]"}} {
+		f.Add(k[0], k[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		pa := join("", a)
+		if got := parentPath(pa); got != "" {
+			t.Errorf("parentPath(%q) = %q, want \"\"", pa, got)
+		}
+		if got := parentPath(join(pa, b)); got != pa {
+			t.Errorf("parentPath(%q) = %q, want %q", join(pa, b), got, pa)
+		}
+		if got := parentPath(pa + "[3]"); got != pa {
+			t.Errorf("parentPath(%q) = %q, want %q", pa+"[3]", got, pa)
 		}
 	})
 }

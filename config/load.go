@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // Load reads the file at path and calls Parse. The error is non-nil only
@@ -49,7 +49,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, Problem
 	}
 
 	budget := maxValues
-	d := &decoder{fatal: true, budget: &budget}
+	d := &decoder{fatal: true, budget: &budget, pos: positions{}}
 	var servers *yaml.Node
 	if root != nil {
 		if root.Kind != yaml.MappingNode {
@@ -85,9 +85,12 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, Problem
 				if *d.budget < 0 {
 					break
 				}
+				d.pos.note(serverPath(i, ""), n)
 				s, sps := d.decodeServer(n, i, c.Naming, lookupEnv)
 				if first, ok := used[s.Name]; ok && s.Name != "" {
-					sps = append(sps, nameUsed(i, s.Name, first))
+					p := nameUsed(i, s.Name, first)
+					d.pos.place(&p, join(p.Path, "name"))
+					sps = append(sps, p)
 				} else if s.Name != "" {
 					used[s.Name] = i
 				}
@@ -104,7 +107,64 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, Problem
 	if len(ps) == 0 {
 		return c, nil
 	}
+	for i := range ps {
+		if ps[i].Server == "" || !strings.HasPrefix(ps[i].Path, "servers[") { // decodeServer placed those
+			d.pos.place(&ps[i], ps[i].Path)
+		}
+	}
 	return c, ps
+}
+
+// positions are where the keys and list items of a file are, by path
+// ("sessions.max", "servers[0]"), so that a problem can say its line.
+type positions map[string]*yaml.Node
+
+// maxPositions bounds the paths noted: real files have a few thousand,
+// and aliases can make many more (maxValues).
+const maxPositions = 100_000
+
+// note records that the key or list item at path is n, unless path was
+// noted already (a merged key after the mapping's own).
+func (ps positions) note(path string, n *yaml.Node) {
+	if _, ok := ps[path]; !ok && len(ps) < maxPositions && n != nil && n.Line > 0 {
+		ps[path] = n
+	}
+}
+
+// place gives p the position of path, or of its nearest enclosing path
+// that the file writes (a missing key is reported at its mapping), unless
+// p has one.
+func (ps positions) place(p *Problem, path string) {
+	if p.Line > 0 {
+		return
+	}
+	for ; path != ""; path = parentPath(path) {
+		if n, ok := ps[path]; ok {
+			p.Line, p.Column = n.Line, n.Column
+			return
+		}
+	}
+}
+
+// parentPath returns path without its last key or index (join's
+// inverse): "a.b" → "a", `a["x y"]` → "a", "a[2]" → "a", "a" → "".
+func parentPath(path string) string {
+	if strings.HasSuffix(path, "]") {
+		for i := strings.LastIndexByte(path, '['); i >= 0; i = strings.LastIndexByte(path[:i], '[') {
+			inner := path[i+1 : len(path)-1]
+			if _, err := strconv.Atoi(inner); err == nil {
+				return path[:i]
+			}
+			if _, err := strconv.Unquote(inner); err == nil && strings.HasPrefix(inner, `"`) {
+				return path[:i]
+			}
+		}
+		return ""
+	}
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[:i]
+	}
+	return ""
 }
 
 // maxValues bounds the YAML values Parse visits, counting an aliased value
@@ -126,7 +186,7 @@ func parseDocument(data []byte) (*yaml.Node, *Problem) {
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case err == nil:
-		return nil, &Problem{Message: fmt.Sprintf("line %d: a second YAML document; the file must hold one", next.Line), Fatal: true}
+		return nil, &Problem{Message: "a second YAML document; the file must hold one", Line: next.Line, Column: next.Column, Fatal: true}
 	case !errors.Is(err, io.EOF):
 		return nil, syntaxProblem(err)
 	}
@@ -143,11 +203,14 @@ func parseDocument(data []byte) (*yaml.Node, *Problem) {
 	return root, nil
 }
 
-// syntaxProblem turns a YAML syntax error ("yaml: line 3: ...") into a
-// Fatal problem.
+// syntaxProblem turns a YAML syntax error into a Fatal problem at the
+// place the parser stopped (not the start of the block it was in).
 func syntaxProblem(err error) *Problem {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	return &Problem{Message: "invalid YAML: " + msg, Fatal: true}
+	var le *yaml.LoadError
+	if errors.As(err, &le) {
+		return &Problem{Message: "invalid YAML: " + le.Message, Line: le.Mark.Line, Column: le.Mark.Column, Fatal: true}
+	}
+	return &Problem{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Fatal: true}
 }
 
 // defaultConfig is the Config of an empty file, before the defaults that
@@ -299,12 +362,18 @@ func dedupe(ss []string) []string {
 // a value with a problem keeps its default.
 type decoder struct {
 	ps     Problems
-	fatal  bool // whether problems are Fatal (gateway settings) or not (a server entry)
-	budget *int // values left to visit (maxValues); shared by all decoders of a Parse
+	fatal  bool      // whether problems are Fatal (gateway settings) or not (a server entry)
+	budget *int      // values left to visit (maxValues); shared by all decoders of a Parse
+	pos    positions // shared by all decoders of a Parse
 }
 
 func (d *decoder) add(path, msg string) {
 	d.ps = append(d.ps, Problem{Path: path, Message: msg, Fatal: d.fatal})
+}
+
+// addAt adds a problem at n's position.
+func (d *decoder) addAt(n *yaml.Node, path, msg string) {
+	d.ps = append(d.ps, Problem{Path: path, Message: msg, Fatal: d.fatal, Line: n.Line, Column: n.Column})
 }
 
 // spend takes one from the budget and reports whether any is left.
@@ -346,17 +415,18 @@ func (d *decoder) collect(n *yaml.Node, path string, out *[]pair, seen map[strin
 		}
 		if k.Kind != yaml.ScalarNode {
 			if explicit {
-				d.add(path, fmt.Sprintf("line %d: a key must be a string, not %s", k.Line, describe(k)))
+				d.addAt(k, path, "a key must be a string, not "+describe(k))
 			}
 			continue
 		}
 		if first, ok := seen[k.Value]; ok {
 			if explicit {
-				d.add(join(path, k.Value), "key given twice ("+positions(first, k)+")")
+				d.addAt(k, join(path, k.Value), "key given twice ("+twoPlaces(first, k)+")")
 			}
 			continue
 		}
 		seen[k.Value] = k
+		d.pos.note(join(path, k.Value), k)
 		*out = append(*out, pair{k.Value, v})
 	}
 	for _, m := range merges {
@@ -383,9 +453,9 @@ func (d *decoder) collect(n *yaml.Node, path string, out *[]pair, seen map[strin
 	}
 }
 
-// positions says where two nodes are: "lines 3 and 5", or "line 3,
+// twoPlaces says where two nodes are: "lines 3 and 5", or "line 3,
 // columns 2 and 9".
-func positions(a, b *yaml.Node) string {
+func twoPlaces(a, b *yaml.Node) string {
 	if a.Line == b.Line {
 		return fmt.Sprintf("line %d, columns %d and %d", a.Line, a.Column, b.Column)
 	}
@@ -467,7 +537,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		before := len(d.ps)
 		for i, e := range n.Content {
-			d.decode(e, s.Index(i), path+"["+strconv.Itoa(i)+"]")
+			p := path + "[" + strconv.Itoa(i) + "]"
+			d.pos.note(p, e)
+			d.decode(e, s.Index(i), p)
 		}
 		if len(d.ps) == before { // else keep the default, not a list with holes
 			v.Set(s)
@@ -531,7 +603,7 @@ func ParseServer(data []byte, global Naming, lookupEnv func(string) (string, boo
 		return Server{}, Problems{{Message: "empty entry; a server needs at least a name and a transport"}}
 	}
 	budget := maxValues
-	d := &decoder{budget: &budget}
+	d := &decoder{budget: &budget, pos: positions{}}
 	s, ps := d.decodeServer(root, -1, global, lookupEnv)
 	if budget < 0 {
 		ps = append(ps, Problem{Message: fmt.Sprintf("the entry has more than %d values once its aliases are expanded", maxValues)})
@@ -545,7 +617,7 @@ func ParseServer(data []byte, global Naming, lookupEnv func(string) (string, boo
 func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv func(string) (string, bool)) (Server, Problems) {
 	s := DefaultServer()
 	base := serverPath(i, "")
-	sd := &decoder{budget: d.budget}
+	sd := &decoder{budget: d.budget, pos: d.pos}
 	if n = resolve(n); isNull(n) {
 		sd.add(base, "empty entry; a server needs at least a name and a transport")
 		return s, sd.ps
@@ -593,6 +665,12 @@ func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv fun
 	for _, p := range ValidateServer(&s, path, global) {
 		if !unexpanded[p.Path] {
 			ps = append(ps, p)
+		}
+	}
+	// The positions were noted under the paths without the name.
+	for j := range ps {
+		if rest, ok := strings.CutPrefix(ps[j].Path, path); ok {
+			d.pos.place(&ps[j], base+rest)
 		}
 	}
 	return s, ps

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // lookup returns a lookupEnv func over env.
@@ -29,6 +29,12 @@ func skipped(server, path, msg string) Problem {
 	return Problem{Path: path, Message: msg, Server: server}
 }
 
+// at puts p at line and column.
+func at(line, column int, p Problem) Problem {
+	p.Line, p.Column = line, column
+	return p
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // The bad fixtures: each maps to its exact problems (STYLE.md, Tests).
@@ -40,8 +46,11 @@ var badFixtures = []struct {
 }{
 	{
 		name: "syntax.bad.yaml",
-		// yaml reports the line of the block the error is in.
-		want: Problems{fatal("", "invalid YAML: line 3: did not find expected '-' indicator")},
+		want: Problems{at(6, 4, fatal("", "invalid YAML: did not find expected '-' indicator"))},
+	},
+	{
+		name: "indentation.bad.yaml",
+		want: Problems{at(5, 4, fatal("", "invalid YAML: did not find expected '-' indicator"))},
 	},
 	{
 		name: "not_mapping.bad.yaml",
@@ -49,7 +58,7 @@ var badFixtures = []struct {
 	},
 	{
 		name: "two_documents.bad.yaml",
-		want: Problems{fatal("", "line 2: a second YAML document; the file must hold one")},
+		want: Problems{at(2, 1, fatal("", "a second YAML document; the file must hold one"))},
 	},
 	{
 		name: "servers_not_list.bad.yaml",
@@ -401,15 +410,92 @@ var badFixtures = []struct {
 	},
 }
 
+// TestParse_BadFixtures checks each bad fixture's problems; their lines
+// and columns are checked by TestParse_Positions, except where a fixture
+// gives them.
 func TestParse_BadFixtures(t *testing.T) {
 	for _, tt := range badFixtures {
 		t.Run(tt.name, func(t *testing.T) {
 			c, got := parseFile(t, tt.name, tt.env)
+			for i := range got {
+				if i < len(tt.want) && tt.want[i].Line == 0 {
+					got[i].Line, got[i].Column = 0, 0
+				}
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.wantServers, serverNames(c)); diff != "" {
 				t.Errorf("servers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParse_Positions checks where problems are said to be: at the key
+// they are about, or at the nearest enclosing key written in the file
+// (a missing key), or nowhere when the file has none (a missing setting).
+func TestParse_Positions(t *testing.T) {
+	type pos struct {
+		Path         string
+		Line, Column int
+	}
+	tests := []struct {
+		name string // file in testdata
+		want []pos  // of every problem, in order
+	}{
+		{"syntax.bad.yaml", []pos{{"", 6, 4}}},
+		{"indentation.bad.yaml", []pos{{"", 5, 4}}},
+		{"two_documents.bad.yaml", []pos{{"", 2, 1}}},
+		{"unknown_keys.bad.yaml", []pos{
+			{"listne", 1, 1},
+			{"Data_Dir", 2, 1},
+			{"sessions.idle_timout", 4, 3},
+			{"sessions.maxPerPrincipal", 5, 3},
+			{"log.colour", 7, 3},
+			{"page-size", 8, 1},
+			{"naming.prefx", 10, 3},
+			{"resources.namespaces", 12, 3},
+			{"input_timout", 13, 1},
+			{"resume-window", 14, 1},
+			{`servers[0] (name "files").comand`, 18, 5},
+			{`servers[0] (name "files").tools.alow`, 20, 7},
+			{`servers[0] (name "files").command`, 16, 5}, // missing: the entry
+			{`servers[1] (name "search").apiKey`, 24, 5},
+			{`servers[1] (name "search").tls`, 25, 5},
+			{`servers[1] (name "search").tools.descibe`, 28, 7},
+			{`servers[2] (name "relay").sesion_mode`, 32, 5},
+			{`servers[2] (name "relay").singleUser`, 33, 5},
+			{`servers[2] (name "relay").pool.maxx`, 34, 12},
+			{`servers[2] (name "relay").restart.max_attempt`, 35, 15},
+			{`servers[2] (name "relay").restart.backoff`, 35, 31},
+			{`servers[2] (name "relay").roots[0].url`, 36, 14},
+			{`servers[2] (name "relay").forward_notification`, 37, 5},
+		}},
+		{"duplicate_keys.bad.yaml", []pos{
+			{"listen", 2, 1}, // the second one
+			{`servers[0] (name "files").command`, 7, 5},
+			{`servers[1] (name "web").headers.X-A`, 11, 25},
+		}},
+		{"gateway_values.bad.yaml", nil}, // filled below: every problem has a line
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ps := parseFile(t, tt.name, nil)
+			var got []pos
+			for _, p := range ps {
+				got = append(got, pos{p.Path, p.Line, p.Column})
+			}
+			if tt.want == nil {
+				for _, p := range ps {
+					if p.Line == 0 {
+						t.Errorf("%s: no line", p)
+					}
+				}
+				return
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("positions (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -1040,8 +1126,8 @@ func TestParse_SecretFromEnvironment(t *testing.T) {
 		{"expanded", "secret: ${MCPGW_SECRET}\n", map[string]string{"MCPGW_SECRET": key}, key, ""},
 		{"default", "secret: ${MCPGW_SECRET:-" + key + "}\n", nil, key, ""},
 		{"literal", "secret: " + key + "\n", nil, key, ""},
-		{"unset", "secret: ${MCPGW_SECRET}\n", nil, "", "secret: environment variable MCPGW_SECRET is not set"},
-		{"too short", "secret: ${MCPGW_SECRET}\n", map[string]string{"MCPGW_SECRET": "short"}, "", "secret: must be at least 32 bytes"},
+		{"unset", "secret: ${MCPGW_SECRET}\n", nil, "", "line 1, column 1: secret: environment variable MCPGW_SECRET is not set"},
+		{"too short", "secret: ${MCPGW_SECRET}\n", map[string]string{"MCPGW_SECRET": "short"}, "", "line 1, column 1: secret: must be at least 32 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

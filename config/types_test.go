@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 func TestDuration_UnmarshalYAML(t *testing.T) {
@@ -31,7 +31,7 @@ func TestDuration_UnmarshalYAML(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got Duration
-			err := yaml.Unmarshal([]byte(tt.yaml), &got)
+			err := unmarshalNode(t, tt.yaml, &got)
 			if diff := cmp.Diff(tt.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -76,7 +76,7 @@ func TestByteSize_UnmarshalYAML(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got ByteSize
-			err := yaml.Unmarshal([]byte(tt.yaml), &got)
+			err := unmarshalNode(t, tt.yaml, &got)
 			if diff := cmp.Diff(tt.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -139,6 +139,17 @@ func TestMarshalYAML_RoundTrip(t *testing.T) {
 			t.Errorf("round trip of %+v through %q = %+v", want, data, got)
 		}
 	}
+}
+
+// unmarshalNode calls u's UnmarshalYAML with the value s, as the config's
+// decoder does.
+func unmarshalNode(t *testing.T, s string, u yaml.Unmarshaler) error {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &doc); err != nil || len(doc.Content) != 1 {
+		t.Fatalf("parsing %q: %v", s, err)
+	}
+	return u.UnmarshalYAML(doc.Content[0])
 }
 
 func errString(err error) string {

@@ -34,15 +34,27 @@ type Problem struct {
 	// a whole: the gateway must not start. A problem in a server entry is
 	// not Fatal; that entry is skipped.
 	Fatal bool
+	// Line and Column are where in the file the problem is, counted from 1:
+	// the YAML syntax error, the key the problem is about or, for a key
+	// that is missing, the nearest enclosing key written. 0 when unknown
+	// (a setting the file does not write).
+	Line, Column int
 }
 
 // String returns "<path>: <message>", or the message alone if the path is
-// empty.
+// empty, after "line L, column C: " where the position is known.
 func (p Problem) String() string {
-	if p.Path == "" {
-		return p.Message
+	s := p.Message
+	if p.Path != "" {
+		s = p.Path + ": " + s
 	}
-	return p.Path + ": " + p.Message
+	switch {
+	case p.Line > 0 && p.Column > 0:
+		s = fmt.Sprintf("line %d, column %d: %s", p.Line, p.Column, s)
+	case p.Line > 0:
+		s = fmt.Sprintf("line %d: %s", p.Line, s)
+	}
+	return s
 }
 
 // Problems are all the problems of one configuration, in a stable order:

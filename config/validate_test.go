@@ -327,10 +327,11 @@ func TestDefaults_HostsAndOrigins(t *testing.T) {
 
 func TestProblems(t *testing.T) {
 	ps := Problems{
-		{Message: "invalid YAML: line 1: x", Fatal: false},
+		{Message: "invalid YAML: x", Line: 1, Column: 3, Fatal: false},
 		{Path: "servers[0]", Message: "empty entry"},
+		{Path: "listen", Message: "bad", Line: 2},
 	}
-	if got, want := ps.Error(), "invalid YAML: line 1: x\nservers[0]: empty entry"; got != want {
+	if got, want := ps.Error(), "line 1, column 3: invalid YAML: x\nservers[0]: empty entry\nline 2: listen: bad"; got != want {
 		t.Errorf("Error() = %q; want %q", got, want)
 	}
 	if ps.Fatal() {

@@ -16,6 +16,11 @@ func TestRun(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("listen: nope\nservers:\n  - name: A_b\n    transport: stdio\n    command: x\n  - name: s\n    transport: http\n    url: http://example.com/mcp\n    api_key: ${NOT_SET}\n"), 0o600)
 
+	indent := filepath.Join(dir, "indent.yaml")
+	os.WriteFile(indent, []byte("servers:\n  - name: a\n    transport: stdio\n    command: /bin/true\n   args: [x]\n"), 0o600)
+	unknown := filepath.Join(dir, "unknown.yaml")
+	os.WriteFile(unknown, []byte("listen: 127.0.0.1:0\nservers:\n  - name: a\n    transport: stdio\n    comand: /bin/true\n"), 0o600)
+
 	tests := []struct {
 		name      string
 		args      []string
@@ -35,6 +40,13 @@ func TestRun(t *testing.T) {
 				`servers[1] (name "s").api_key: environment variable NOT_SET is not set`,
 			},
 			[]string{"4 problem(s)"}, nil},
+		{"validate says the line of a syntax error", []string{"validate", "--config", indent}, 1,
+			[]string{indent + ": line 5, column 4: invalid YAML: did not find expected '-' indicator"}, []string{"1 problem(s)"}, nil},
+		{"validate says the line of an unknown key", []string{"validate", "--config", unknown}, 1,
+			[]string{
+				unknown + `: line 5, column 5: servers[0] (name "a").comand: unknown key (did you mean "command"?)`,
+				unknown + `: line 3, column 5: servers[0] (name "a").command: missing; a stdio server needs the command to run`,
+			}, []string{"2 problem(s)"}, nil},
 		{"validate missing file", []string{"validate", "--config", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"no such file"}, nil},
 		{"validate stray argument", []string{"validate", "extra"}, 2, nil, []string{`unexpected argument "extra"`}, nil},
 		{"serve refuses a fatal config", []string{"serve", "--config", bad}, 1, nil, []string{"is not usable", "listen: "}, nil},

@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"os"
 	pathpkg "path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +36,10 @@ type Problem struct {
 	// a whole: the gateway must not start. A problem in a server entry is
 	// not Fatal; that entry is skipped.
 	Fatal bool
+	// Warning is true for what Config.Warnings finds: the file is valid,
+	// but something may fail when the gateway runs. A warning is never
+	// Fatal.
+	Warning bool
 	// Line and Column are where in the file the problem is, counted from 1:
 	// the YAML syntax error, the key the problem is about or, for a key
 	// that is missing, the nearest enclosing key written. 0 when unknown
@@ -42,11 +48,15 @@ type Problem struct {
 }
 
 // String returns "<path>: <message>", or the message alone if the path is
-// empty, after "line L, column C: " where the position is known.
+// empty, after "warning: " for a warning, and after "line L, column C: "
+// where the position is known.
 func (p Problem) String() string {
 	s := p.Message
 	if p.Path != "" {
 		s = p.Path + ": " + s
+	}
+	if p.Warning {
+		s = "warning: " + s
 	}
 	switch {
 	case p.Line > 0 && p.Column > 0:
@@ -107,6 +117,71 @@ var (
 	namespaces   = []string{NamespaceAuto, NamespaceAlways, NamespaceNever}
 	sessionModes = []string{SessionShared, SessionPerPrincipal, SessionPerSession}
 )
+
+// Warnings returns what may fail when the gateway runs although the file
+// is valid: a stdio server's command that the gateway would not find.
+// lookupEnv is the gateway's environment (PATH), usually os.LookupEnv.
+//
+// Like exec, which starts a stdio server, a command without a "/" is
+// looked up in the gateway's PATH (the server's env PATH is for what the
+// server runs), in absolute directories only; a command with one is a path,
+// relative to the server's cwd. These are warnings, not problems: the
+// gateway may run where PATH or the files differ (a container).
+func (c *Config) Warnings(lookupEnv func(string) (string, bool)) Problems {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	var ws Problems
+	for i := range c.Servers {
+		s := &c.Servers[i]
+		if s.Transport != TransportStdio || s.Command == "" {
+			continue
+		}
+		if msg := commandMissing(s, lookupEnv); msg != "" {
+			ws = append(ws, Problem{Path: join(serverPath(i, s.Name), "command"), Message: msg, Server: s.Name, Warning: true})
+		}
+	}
+	return ws
+}
+
+// commandMissing returns why the gateway would not find s's command, or "".
+func commandMissing(s *Server, lookupEnv func(string) (string, bool)) string {
+	if strings.Contains(s.Command, "/") {
+		p, where := s.Command, ""
+		if !filepath.IsAbs(p) {
+			if s.Cwd != "" {
+				p, where = filepath.Join(s.Cwd, p), " (in the server's cwd)"
+			} else {
+				where = " (in the gateway's working directory)"
+			}
+		}
+		if !executable(p) {
+			return fmt.Sprintf("%q is not an executable file%s", s.Command, where)
+		}
+		return ""
+	}
+	path, ok := lookupEnv("PATH")
+	if !ok || path == "" {
+		return fmt.Sprintf("%q cannot be found: the gateway's PATH is not set", s.Command)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		// exec refuses what only a relative entry ("." or "") finds.
+		if filepath.IsAbs(dir) && executable(filepath.Join(dir, s.Command)) {
+			return ""
+		}
+	}
+	msg := fmt.Sprintf("%q is not found in any directory of the gateway's PATH; the server will not start unless it is there when the gateway runs", s.Command)
+	if _, ok := s.Env["PATH"]; ok {
+		msg += " (a command is looked up in the gateway's PATH; the server's env PATH is for what the server runs)"
+	}
+	return msg
+}
+
+// executable reports whether p is a regular file that someone may execute.
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
 
 // validate checks a whole Config as Parse leaves it: the gateway settings
 // and every server, including that names are unique.

@@ -2,6 +2,8 @@ package config
 
 import (
 	"net/textproto"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -377,5 +379,76 @@ func TestValidateServer_NeverForwarded(t *testing.T) {
 		Message: "Connection is never forwarded: a hop-by-hop header belongs to one connection (RFC 9110, section 7.6.1), not to the gateway's request upstream"}}
 	if diff := cmp.Diff(want, ValidateServer(&s, "", Naming{})); diff != "" {
 		t.Errorf("forward_headers [connection] (-want +got):\n%s", diff)
+	}
+}
+
+// TestConfig_Warnings checks the warning about a stdio command that the
+// gateway would not find: looked up in the gateway's PATH as exec does
+// (not the server's env PATH), or a path to an executable file, relative
+// to the server's cwd.
+func TestConfig_Warnings(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	for name, mode := range map[string]os.FileMode{"mcp-ok": 0o755, "mcp-noexec": 0o644} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Mkdir(filepath.Join(bin, "mcp-dir"), 0o755)
+	stdio := func(command, cwd string, env map[string]string) Server {
+		return Server{Name: "s", Transport: TransportStdio, Command: command, Cwd: cwd, Env: env}
+	}
+	path := map[string]string{"PATH": "/nonexistent" + string(os.PathListSeparator) + bin}
+	tests := []struct {
+		name   string
+		server Server
+		env    map[string]string // the gateway's
+		want   string            // the warning, or ""
+	}{
+		{name: "on PATH", server: stdio("mcp-ok", "", nil), env: path},
+		{name: "absolute path", server: stdio(filepath.Join(bin, "mcp-ok"), "", nil), env: path},
+		{name: "relative to cwd", server: stdio("./mcp-ok", bin, nil), env: nil},
+		{name: "relative with a directory", server: stdio("bin/mcp-ok", dir, nil), env: nil},
+		{name: "http server", server: Server{Name: "s", Transport: TransportHTTP, URL: "https://x.example.com"}, env: nil},
+		{name: "not on PATH", server: stdio("mcp-missing", "", nil), env: path,
+			want: `warning: servers[0] (name "s").command: "mcp-missing" is not found in any directory of the gateway's PATH; the server will not start unless it is there when the gateway runs`},
+		{name: "not executable", server: stdio("mcp-noexec", "", nil), env: path,
+			want: `warning: servers[0] (name "s").command: "mcp-noexec" is not found in any directory of the gateway's PATH; the server will not start unless it is there when the gateway runs`},
+		{name: "a directory", server: stdio("mcp-dir", "", nil), env: path,
+			want: `warning: servers[0] (name "s").command: "mcp-dir" is not found in any directory of the gateway's PATH; the server will not start unless it is there when the gateway runs`},
+		{name: "PATH unset", server: stdio("mcp-ok", "", nil), env: nil,
+			want: `warning: servers[0] (name "s").command: "mcp-ok" cannot be found: the gateway's PATH is not set`},
+		{name: "only on the server's env PATH", server: stdio("mcp-ok", "", map[string]string{"PATH": bin}), env: map[string]string{"PATH": "/nonexistent"},
+			want: `warning: servers[0] (name "s").command: "mcp-ok" is not found in any directory of the gateway's PATH; the server will not start unless it is there when the gateway runs (a command is looked up in the gateway's PATH; the server's env PATH is for what the server runs)`},
+		{name: "only in a relative PATH entry", server: stdio("mcp-ok", "", nil), env: map[string]string{"PATH": "."},
+			want: `warning: servers[0] (name "s").command: "mcp-ok" is not found in any directory of the gateway's PATH; the server will not start unless it is there when the gateway runs`},
+		{name: "missing absolute path", server: stdio(filepath.Join(bin, "nope"), "", nil), env: path,
+			want: `warning: servers[0] (name "s").command: "` + filepath.Join(bin, "nope") + `" is not an executable file`},
+		{name: "relative, not executable", server: stdio("./mcp-noexec", bin, nil), env: path,
+			want: `warning: servers[0] (name "s").command: "./mcp-noexec" is not an executable file (in the server's cwd)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "relative to cwd" || tt.name == "relative with a directory" {
+				// Relative to the gateway's working directory without cwd.
+				t.Chdir(t.TempDir())
+			}
+			c := &Config{Servers: []Server{tt.server}}
+			var got []string
+			for _, w := range c.Warnings(lookup(tt.env)) {
+				if !w.Warning || w.Fatal || w.Server != "s" {
+					t.Errorf("%+v is not a warning of server s", w)
+				}
+				got = append(got, w.String())
+			}
+			var want []string
+			if tt.want != "" {
+				want = []string{tt.want}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

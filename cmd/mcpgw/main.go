@@ -70,7 +70,9 @@ SIGHUP reloads the servers of the config file.
 		usage:   "mcpgw validate [--config FILE]",
 		summary: "check a config file and print every problem (exit 1 on any)",
 		about: `Prints each problem of the config file with its line and key path, and exits 1
-on any problem.
+on any problem. Then prints a warning for each stdio server whose command the
+gateway would not find (looked up in PATH, as the gateway does), which does
+not change the exit code: the gateway may run where PATH differs.
 `,
 		flags: func(fs *flag.FlagSet) { configFlag(fs) },
 	},

@@ -18,6 +18,8 @@ func TestRun(t *testing.T) {
 
 	indent := filepath.Join(dir, "indent.yaml")
 	os.WriteFile(indent, []byte("servers:\n  - name: a\n    transport: stdio\n    command: /bin/true\n   args: [x]\n"), 0o600)
+	missing := filepath.Join(dir, "missing.yaml")
+	os.WriteFile(missing, []byte("servers:\n  - name: a\n    transport: stdio\n    command: mcp-not-installed\n  - name: b\n    transport: stdio\n    command: /bin/true\n"), 0o600)
 	unknown := filepath.Join(dir, "unknown.yaml")
 	os.WriteFile(unknown, []byte("listen: 127.0.0.1:0\nservers:\n  - name: a\n    transport: stdio\n    comand: /bin/true\n"), 0o600)
 
@@ -47,6 +49,11 @@ func TestRun(t *testing.T) {
 				unknown + `: line 5, column 5: servers[0] (name "a").comand: unknown key (did you mean "command"?)`,
 				unknown + `: line 3, column 5: servers[0] (name "a").command: missing; a stdio server needs the command to run`,
 			}, []string{"2 problem(s)"}, nil},
+		{"validate warns of a command not on PATH", []string{"validate", "--config", missing}, 0,
+			[]string{
+				missing + `: warning: servers[0] (name "a").command: "mcp-not-installed" is not found in any directory of the gateway's PATH`,
+				missing + ": ok (2 servers)",
+			}, nil, nil},
 		{"validate missing file", []string{"validate", "--config", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"no such file"}, nil},
 		{"validate stray argument", []string{"validate", "extra"}, 2, nil, []string{`unexpected argument "extra"`}, nil},
 		{"serve refuses a fatal config", []string{"serve", "--config", bad}, 1, nil, []string{"is not usable", "listen: "}, nil},
@@ -61,7 +68,7 @@ func TestRun(t *testing.T) {
 		{"help", []string{"help"}, 0, allCommands, nil, nil},
 		{"serve --help", []string{"serve", "--help"}, 0, []string{"usage: mcpgw [serve] [--config FILE]", "--config FILE", `(default "mcpgw.yaml")`}, nil, []string{"--admin-url", "validate"}},
 		{"help serve", []string{"help", "serve"}, 0, []string{"usage: mcpgw [serve] [--config FILE]", "--config FILE"}, nil, []string{"--admin-url"}},
-		{"validate -h", []string{"validate", "-h"}, 0, []string{"usage: mcpgw validate [--config FILE]", "--config FILE"}, nil, []string{"--admin-url"}},
+		{"validate -h", []string{"validate", "-h"}, 0, []string{"usage: mcpgw validate [--config FILE]", "--config FILE", "warning"}, nil, []string{"--admin-url"}},
 		{"import --help", []string{"import", "--help"}, 0, []string{"usage: mcpgw import", "--admin-url URL", "--admin-token-env VAR"}, nil, []string{"--config"}},
 		{"token --help", []string{"token", "--help"}, 0, []string{"usage: mcpgw token", "admin.tokens", "auth.api_keys", "base64url"}, nil, []string{"--config"}},
 		{"version --help", []string{"version", "--help"}, 0, []string{"usage: mcpgw version"}, nil, nil},
@@ -70,7 +77,9 @@ func TestRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tt.args, &stdout, &stderr, func(string) (string, bool) { return "", false })
+			// PATH is a directory without programs.
+			lookupEnv := func(k string) (string, bool) { return dir, k == "PATH" }
+			code := run(context.Background(), tt.args, &stdout, &stderr, lookupEnv)
 			if code != tt.code {
 				t.Errorf("exit code = %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, stdout.String(), stderr.String())
 			}

@@ -7,8 +7,9 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 )
 
-// validateCmd checks a config file and prints every problem with its key
-// path. Any problem is exit 1.
+// validateCmd checks a config file and prints every problem with its line
+// and key path, then the warnings (config.Config.Warnings). Any problem is
+// exit 1; warnings do not change the exit code.
 func validateCmd(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
 	path, err := flags("validate", args, stderr)
 	if err != nil {
@@ -18,7 +19,7 @@ func validateCmd(args []string, stdout, stderr io.Writer, lookupEnv func(string)
 	if err != nil {
 		return err
 	}
-	for _, p := range problems {
+	for _, p := range append(problems, cfg.Warnings(lookupEnv)...) {
 		fmt.Fprintf(stdout, "%s: %s\n", path, p)
 	}
 	if len(problems) > 0 {

@@ -111,10 +111,15 @@ func TestDirectMode(t *testing.T) {
 			// A -race child would otherwise sleep a second when it exits.
 			t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 			args := append(append(append([]string{}, short...), tt.args...), "-direct", "--", os.Args[0])
-			code, rep, stderr := runBench(t, args...)
+			code, rep, output := runBench(t, args...)
 			if code != tt.wantCode || rep == nil {
-				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+				t.Fatalf("exit code %d, want %d\n%s", code, tt.wantCode, output)
 			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("the run's output:\n%s", output)
+				}
+			})
 			if tree, err := readTree("/proc", os.Getpid()); err != nil || len(tree.desc) > 0 {
 				t.Errorf("child processes left: %v %v", tree.desc, err)
 			}

@@ -208,22 +208,28 @@ func writeJSONText(w http.ResponseWriter, body string) {
 }
 
 // runBench runs the command with args and returns its exit code, its
-// report (decoded from -json, which runBench adds) and its stderr.
+// report (decoded from -json, which runBench adds) and its output: the
+// report and stderr, which holds a stdio server's stderr in direct mode,
+// for the test to print when it fails.
 func runBench(t *testing.T, args ...string) (int, *report, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), append([]string{"-json"}, args...), &stdout, &stderr)
+	output := fmt.Sprintf("report: %s\nstderr:\n%s", stdout.String(), stderr.String())
 	if stdout.Len() == 0 {
-		return code, nil, stderr.String()
+		return code, nil, output
 	}
 	var rep report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("decoding the report %q: %v", stdout.String(), err)
+		t.Fatalf("decoding the report: %v\n%s", err, output)
 	}
-	return code, &rep, stderr.String()
+	return code, &rep, output
 }
 
-var short = []string{"-sessions", "4", "-duration", "300ms", "-warmup", "50ms"}
+// short makes a run end after a number of requests, never at a time: on a
+// loaded machine, under -race, a period of a few hundred milliseconds can
+// end before any request is answered. -duration is only an upper bound.
+var short = []string{"-sessions", "4", "-requests", "100", "-duration", "10m", "-warmup", "0s"}
 
 func TestHTTPMode(t *testing.T) {
 	tests := []struct {
@@ -240,16 +246,21 @@ func TestHTTPMode(t *testing.T) {
 		{name: "tools/list", args: []string{"-method", "tools/list"}, wantTools: 2},
 		{name: "tool errors counted", failEvery: 3, wantCode: 1, wantError: "isError"},
 		{name: "expectation not met", args: []string{"-expect", "nowhere"}, wantCode: 1, wantError: "does not contain"},
-		{name: "request limit", args: []string{"-requests", "25", "-duration", "10s"}},
+		{name: "request limit", args: []string{"-requests", "25"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkGoroutines(t)
 			f, url := newFakeServer(t, tt.failEvery)
-			code, rep, stderr := runBench(t, append(append([]string{"-url", url}, short...), tt.args...)...)
+			code, rep, output := runBench(t, append(append([]string{"-url", url}, short...), tt.args...)...)
 			if code != tt.wantCode || rep == nil {
-				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+				t.Fatalf("exit code %d, want %d\n%s", code, tt.wantCode, output)
 			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("the run's output:\n%s", output)
+				}
+			})
 			if rep.Mode != modeHTTP || rep.Sessions != 4 || rep.DurationS <= 0 {
 				t.Errorf("report %+v", rep)
 			}
@@ -301,10 +312,15 @@ func checkGoroutines(t *testing.T) {
 func TestIdleMode(t *testing.T) {
 	checkGoroutines(t)
 	f, url := newFakeServer(t, 0)
-	code, rep, stderr := runBench(t, "-url", url, "-idle", "20", "-duration", "200ms", "-watch", strconv.Itoa(os.Getpid()))
+	code, rep, output := runBench(t, "-url", url, "-idle", "20", "-duration", "200ms", "-watch", strconv.Itoa(os.Getpid()))
 	if code != 0 || rep == nil {
-		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
+		t.Fatalf("exit code %d\n%s", code, output)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the run's output:\n%s", output)
+		}
+	})
 	if rep.Mode != modeIdle || rep.Sessions != 20 || rep.Errors != 0 || rep.Idle == nil || rep.Idle.RSSPerSessionKiB == nil || rep.Watched == nil {
 		t.Errorf("report %+v", rep)
 	}
@@ -328,9 +344,9 @@ func TestHTTPMode_ServerGone(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	code, rep, stderr := runBench(t, "-url", "http://"+addr+"/mcp", "-duration", "100ms")
-	if code != 1 || rep != nil || !strings.Contains(stderr, "opening session 1 of 1: initialize") {
-		t.Errorf("exit code %d, report %+v, stderr %q", code, rep, stderr)
+	code, rep, output := runBench(t, "-url", "http://"+addr+"/mcp", "-duration", "100ms")
+	if code != 1 || rep != nil || !strings.Contains(output, "opening session 1 of 1: initialize") {
+		t.Errorf("exit code %d, report %+v\n%s", code, rep, output)
 	}
 }
 

@@ -31,7 +31,15 @@ func BenchmarkToolsCall(b *testing.B) {
 
 	stdioDirect := func(b *testing.B) *mcp.ClientSession {
 		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := client.Connect(ctxT(b), &mcp.CommandTransport{Command: exec.Command(bin("demo-server"))}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		cmd := exec.Command(bin("demo-server"))
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		b.Cleanup(func() {
+			if b.Failed() {
+				b.Logf("demo-server stderr:\n%s", stderr)
+			}
+		})
+		cs, err := client.Connect(ctxT(b), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -48,19 +48,19 @@ func TestCRelay(t *testing.T) {
 	}
 	load := func(t *testing.T, ctx context.Context, url, tool string, sessions int) {
 		t.Helper()
-		out, err := exec.CommandContext(ctx, bin("mcpgw-bench"), "-json", "-url", url, "-tool", tool,
-			"-sessions", strconv.Itoa(sessions), "-warmup", "0s", "-requests", "200").Output()
+		out, shown, err := runOutput(exec.CommandContext(ctx, bin("mcpgw-bench"), "-json", "-url", url, "-tool", tool,
+			"-sessions", strconv.Itoa(sessions), "-warmup", "0s", "-requests", "200"))
 		if err != nil {
-			t.Fatalf("%d sessions: mcpgw-bench: %v\n%s", sessions, err, out)
+			t.Fatalf("%d sessions: mcpgw-bench: %v\n%s", sessions, err, shown)
 		}
 		var rep struct {
 			Requests, Errors int64
 		}
 		if err := json.Unmarshal(out, &rep); err != nil {
-			t.Fatalf("%d sessions: the report: %v\n%s", sessions, err, out)
+			t.Fatalf("%d sessions: the report: %v\n%s", sessions, err, shown)
 		}
 		if rep.Errors != 0 || rep.Requests != 200 {
-			t.Errorf("%d sessions: %d requests and %d errors, want 200 and none\n%s", sessions, rep.Requests, rep.Errors, out)
+			t.Errorf("%d sessions: %d requests and %d errors, want 200 and none\n%s", sessions, rep.Requests, rep.Errors, shown)
 		}
 	}
 

@@ -71,6 +71,34 @@ var trackSources = sync.OnceFunc(func() {
 	})
 })
 
+// runOutput runs cmd to its end and returns its stdout, and both its
+// stdout and its stderr for the test to show if it fails.
+func runOutput(cmd *exec.Cmd) (stdout []byte, shown string, err error) {
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.Bytes(), fmt.Sprintf("%s stdout:\n%s\n%s stderr:\n%s", filepath.Base(cmd.Path), out.Bytes(), filepath.Base(cmd.Path), errOut.Bytes()), err
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use, for a child's
+// stderr that a test shows if it fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 // process is a started binary with its stderr captured.
 type process struct {
 	cmd    *exec.Cmd

@@ -34,6 +34,7 @@ func startManager(t *testing.T, opts ManagerOptions) *Manager {
 	if opts.StopGrace == 0 {
 		opts.StopGrace = testGrace
 	}
+	opts.Logger = logOnFailure(t, opts.Logger)
 	m := NewManager(opts)
 	m.Start()
 	t.Cleanup(func() {

@@ -53,7 +53,7 @@ func TestStdioTransport_Scheduling(t *testing.T) {
 				}
 				srv := fakeServerConfig(t, "")
 				srv.Scheduling = tt.scheduling
-				tr := newStdioTransport(srv, &ClientOptions{Name: "fake", StopGrace: testGrace}).(*stdioTransport)
+				tr := newStdioTransport(srv, &ClientOptions{Name: "fake", StopGrace: testGrace, Logger: logOnFailure(t, nil)}).(*stdioTransport)
 				t.Cleanup(func() { tr.close(context.Background()) })
 				got := make(chan *jsonrpc.Message, 1)
 				if err := tr.start(context.Background(), func(m *jsonrpc.Message, _ related) { got <- m }); err != nil {

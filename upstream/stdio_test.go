@@ -409,6 +409,26 @@ func fakeServerConfig(t *testing.T, mode string) config.Server {
 	}
 }
 
+// logOnFailure returns logger (nil: none) with every record, at every
+// level, also kept for the test's log if the test fails: a stdio child's
+// stderr lines among them (a panic, a race report), and what the client or
+// manager saw of it. Its cleanup runs after those registered later, such as
+// the Close of what the logger is given to.
+func logOnFailure(t *testing.T, logger *slog.Logger) *slog.Logger {
+	t.Helper()
+	logs := &syncBuffer{}
+	h := slog.Handler(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if logger != nil {
+		h = slog.NewMultiHandler(logger.Handler(), h)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs, with the servers' stderr:\n%s", logs.String())
+		}
+	})
+	return slog.New(h)
+}
+
 // startClient creates a Client for srv and closes it (and checks its child
 // was reaped) when the test ends.
 func startClient(t *testing.T, srv config.Server, opts ClientOptions) *Client {
@@ -417,6 +437,7 @@ func startClient(t *testing.T, srv config.Server, opts ClientOptions) *Client {
 	if opts.StopGrace == 0 {
 		opts.StopGrace = testGrace
 	}
+	opts.Logger = logOnFailure(t, opts.Logger)
 	c, err := New(srv, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -1000,7 +1021,7 @@ func TestStdio_GoSDKServer(t *testing.T) {
 func newTestStdio(t *testing.T, mode string) *stdioTransport {
 	t.Helper()
 	checkNoLeaks(t)
-	opts := &ClientOptions{Name: "fake", StopGrace: testGrace}
+	opts := &ClientOptions{Name: "fake", StopGrace: testGrace, Logger: logOnFailure(t, nil)}
 	tr := newStdioTransport(fakeServerConfig(t, mode), opts).(*stdioTransport)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

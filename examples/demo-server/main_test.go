@@ -94,6 +94,7 @@ var transports = []struct {
 func connectStdio(t *testing.T, client *mcp.Client, version string) *peer {
 	t.Helper()
 	stderr := newLines()
+	stderr.logOnFailure(t, "the demo server's stderr")
 	cmd := exec.Command(demoBin, "-name", "demo-stdio")
 	for k, v := range testEnv {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -117,6 +118,7 @@ func connectStdio(t *testing.T, client *mcp.Client, version string) *peer {
 func connectHTTP(t *testing.T, client *mcp.Client, version string) *peer {
 	t.Helper()
 	stderr := newLines()
+	stderr.logOnFailure(t, "the demo server's stderr")
 	srv, err := newServer(options{Name: "demo-http", Stderr: stderr, LookupEnv: testLookupEnv, Step: testStep})
 	if err != nil {
 		t.Fatal(err)
@@ -600,6 +602,7 @@ func TestServer_ProtocolVersions(t *testing.T) {
 // its standalone SSE stream) is still open.
 func TestBinary_HTTP(t *testing.T) {
 	stderr := newLines()
+	stderr.logOnFailure(t, "the demo server's stderr")
 	cmd := exec.Command(demoBin, "-http", "127.0.0.1:0", "-name", "demo-bin")
 	cmd.Env = []string{}
 	cmd.Stderr = stderr
@@ -646,7 +649,7 @@ func TestBinary_HTTP(t *testing.T) {
 	case err := <-exited:
 		exited <- err // for the cleanup
 		if err != nil {
-			t.Errorf("after SIGTERM: %v, want a clean exit; stderr:\n%s", err, stderr)
+			t.Errorf("after SIGTERM: %v, want a clean exit", err)
 		}
 	case <-time.After(waitLimit):
 		t.Fatal("server did not exit after SIGTERM")
@@ -866,6 +869,16 @@ type lines struct {
 }
 
 func newLines() *lines { return &lines{changed: make(chan struct{})} }
+
+// logOnFailure shows the lines in the test's log if the test fails, after
+// the cleanups registered later (the server's stop among them).
+func (l *lines) logOnFailure(t *testing.T, what string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s:\n%s", what, l)
+		}
+	})
+}
 
 func (l *lines) Write(p []byte) (int, error) {
 	l.mu.Lock()

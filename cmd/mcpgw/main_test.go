@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -119,5 +121,66 @@ func TestFixPublicURL(t *testing.T) {
 		if got := fixPublicURL(tt.public, tt.listen, tt.bound); got != tt.want {
 			t.Errorf("fixPublicURL(%q, %q, %q) = %q, want %q", tt.public, tt.listen, tt.bound, got, tt.want)
 		}
+	}
+}
+
+// lineWriter is a log sink that reports when a line containing want is
+// written.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestServe_WarnsOfMissingCommand: serve logs the warnings validate
+// prints, and still starts.
+func TestServe_WarnsOfMissingCommand(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mcpgw.yaml")
+	cfg := "listen: 127.0.0.1:0\ndata_dir: " + filepath.Join(dir, "data") + "\nservers:\n  - name: a\n    transport: stdio\n    command: mcp-not-installed\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &lineWriter{want: `"msg":"listening"`, seen: make(chan struct{})}
+	lookupEnv := func(k string) (string, bool) {
+		if k == "PATH" {
+			return dir, true // a directory without programs
+		}
+		return "", false
+	}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"serve", "--config", path}, io.Discard, stderr, lookupEnv) }()
+	select {
+	case <-stderr.seen:
+	case code := <-done:
+		t.Fatalf("serve ended with %d before listening:\n%s", code, stderr.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exit code = %d, want 0:\n%s", code, stderr.String())
+	}
+	want := `"msg":"a server entry may not start","server":"a","problem":"warning: servers[0] (name \"a\").command: \"mcp-not-installed\" is not found in any directory of the gateway's PATH`
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("serve's log lacks the warning %s:\n%s", want, stderr.String())
 	}
 }

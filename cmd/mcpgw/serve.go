@@ -44,6 +44,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		// entry is skipped and the others run.
 		logger.Error("skipping a bad server entry", "server", p.Server, "problem", p.String())
 	}
+	for _, w := range cfg.Warnings(lookupEnv) {
+		logger.Warn("a server entry may not start", "server", w.Server, "problem", w.String())
+	}
 	// Unless GOGC is set, the collector waits for the heap to reach 8 MiB
 	// while the live heap is small (internal/gcfloor says why).
 	if stop, started := gcfloor.Start(gcfloor.DefaultFloor, lookupEnv); started {

@@ -136,13 +136,14 @@ type Config struct {
 	// MaxResponseBody caps one message from an upstream: a stdio line, an
 	// SSE event or a JSON body. Default DefaultMaxResponseBody.
 	MaxResponseBody ByteSize `yaml:"max_response_body"`
-	// AllowedHosts are the Host header values accepted on /mcp (host or
-	// host:port), matched by HostAllowed: case-insensitively, and an entry
-	// without a port matches any port. If empty: the host of PublicURL, with
-	// its port and without, plus "localhost", "127.0.0.1" and "[::1]".
+	// AllowedHosts are the Host header values accepted on /mcp, /admin and
+	// /media (host or host:port), matched by HostAllowed:
+	// case-insensitively, and an entry without a port matches any port. If
+	// empty: the host of PublicURL, with its port and without, plus
+	// "localhost", "127.0.0.1" and "[::1]".
 	AllowedHosts []string `yaml:"allowed_hosts"`
-	// AllowedOrigins are the Origin header values accepted
-	// (scheme://host[:port]; a trailing "/" is dropped), matched by
+	// AllowedOrigins are the Origin header values accepted on /mcp and
+	// /admin (scheme://host[:port]; a trailing "/" is dropped), matched by
 	// OriginAllowed: case-insensitively, and an entry without a port matches
 	// any port. If empty: the origin of PublicURL plus http:// and https://
 	// "localhost", "127.0.0.1" and "[::1]". A request without Origin is

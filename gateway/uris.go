@@ -48,6 +48,266 @@ func validServerName(s string) bool {
 	return true
 }
 
+// Resource URIs are compared, routed and checked against access rules in
+// one normalized form, so that a client cannot reach a resource under a
+// spelling that a rule or the routing tables did not foresee
+// (mcp+files+file:///secret/./key for file:///secret/key).
+//
+// normalizeURI is RFC 3986's syntax-based normalization (§6.2.2), and only
+// that, so that the URI it gives names the same resource as the one it
+// was given on every server:
+//
+//   - the scheme and the host in lowercase (§6.2.2.1);
+//   - percent-encodings with uppercase hex digits, and those of unreserved
+//     characters (A-Z a-z 0-9 - . _ ~) decoded (§6.2.2.1, §6.2.2.2); "%2F"
+//     and every other reserved character stay encoded;
+//   - the dot segments of a path that starts with "/" removed (§6.2.2.3,
+//     §5.2.4), after the decoding, so that %2E%2E is a dot segment too.
+//
+// A URI without a scheme, or with a path that does not start with "/"
+// (urn:isbn:0451450523, data:,x, mailto:a@b), gets the percent-encoding
+// step only: its path is opaque. Userinfo, port, query and fragment keep
+// their case. A "%" that starts no percent-encoding (which RFC 3986 does
+// not allow) is taken for itself and encoded, as %25.
+// normalizeURI(normalizeURI(u)) == normalizeURI(u) for every string.
+func normalizeURI(uri string) string {
+	sch := scheme(uri)
+	if sch == "" {
+		// Decoded, what precedes a ":" could become a scheme
+		// ("a%2Eb:x"): it gets its hex digits uppercased only.
+		if i := strings.IndexByte(uri, ':'); i >= 0 {
+			return upperPercent(uri[:i]) + normalizePercent(uri[i:], false)
+		}
+		return normalizePercent(uri, false)
+	}
+	rest := uri[len(sch)+1:]
+	var b strings.Builder
+	b.Grow(len(uri))
+	b.WriteString(sch)
+	b.WriteByte(':')
+	hasAuthority := strings.HasPrefix(rest, "//")
+	if hasAuthority {
+		end := len(rest)
+		if i := strings.IndexAny(rest[2:], "/?#"); i >= 0 {
+			end = 2 + i
+		}
+		b.WriteString("//")
+		b.WriteString(normalizeAuthority(rest[2:end]))
+		rest = rest[end:]
+	}
+	p, tail := rest, ""
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		p, tail = rest[:i], rest[i:]
+	}
+	p = normalizePercent(p, false)
+	if strings.HasPrefix(p, "/") {
+		p = removeDotSegments(p)
+		if !hasAuthority && strings.HasPrefix(p, "//") {
+			// Without an authority, a path that now starts with "//"
+			// would read as one (RFC 3986 §3.3): keep it a path.
+			p = "/." + p
+		}
+	}
+	b.WriteString(p)
+	b.WriteString(normalizePercent(tail, false))
+	return b.String()
+}
+
+// aclKey is the stricter form of a URI that deny rules are also matched
+// against: normalizeURI's, with repeated slashes of a path that starts
+// with "/" collapsed and its trailing slashes dropped. These are not
+// RFC 3986 equivalences (a server may tell a//b from a/b), so the gateway
+// never forwards this form; but most servers resolve them to one
+// resource, and a deny rule must hold for all of them.
+func aclKey(uri string) string {
+	n := normalizeURI(uri)
+	start := 0
+	if sch := scheme(n); sch != "" {
+		start = len(sch) + 1
+		if strings.HasPrefix(n[start:], "//") {
+			start += 2
+			if i := strings.IndexAny(n[start:], "/?#"); i >= 0 {
+				start += i
+			} else {
+				start = len(n)
+			}
+		}
+	}
+	end := len(n)
+	if i := strings.IndexAny(n[start:], "?#"); i >= 0 {
+		end = start + i
+	}
+	p := n[start:end]
+	if !strings.HasPrefix(p, "/") {
+		return n
+	}
+	// normalizeURI's "/." before a path that starts with "//" and has no
+	// authority: collapsed, that path keeps no "//".
+	if strings.HasPrefix(p, "/.//") {
+		p = p[2:]
+	}
+	var b strings.Builder
+	b.Grow(len(n))
+	b.WriteString(n[:start])
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' && (i+1 == len(p) || p[i+1] == '/') {
+			continue // a repeated or a trailing slash
+		}
+		b.WriteByte(p[i])
+	}
+	b.WriteString(n[end:])
+	return b.String()
+}
+
+// normalizeAuthority lowercases the host of an authority
+// ([userinfo@]host[:port]) and normalizes the percent-encodings of all of
+// it.
+func normalizeAuthority(a string) string {
+	userinfo, host := "", a
+	if i := strings.LastIndexByte(a, '@'); i >= 0 {
+		userinfo, host = a[:i+1], a[i+1:]
+	}
+	port := ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host, port = host[:i], host[i:]
+	}
+	return normalizePercent(userinfo, false) + normalizePercent(host, true) + normalizePercent(port, false)
+}
+
+// normalizePercent uppercases the hex digits of the percent-encodings of
+// s and decodes those of unreserved characters; lower also lowercases the
+// ASCII letters (a host's, which is case-insensitive).
+func normalizePercent(s string, lower bool) string {
+	if strings.IndexByte(s, '%') < 0 && (!lower || !hasUpper(s)) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			d := unhex(s[i+1])<<4 | unhex(s[i+2])
+			if unreserved(d) {
+				if lower {
+					d = toLower(d)
+				}
+				b.WriteByte(d)
+			} else {
+				const hex = "0123456789ABCDEF"
+				b.WriteByte('%')
+				b.WriteByte(hex[d>>4])
+				b.WriteByte(hex[d&15])
+			}
+			i += 2
+			continue
+		}
+		if c == '%' {
+			// A "%" that starts no percent-encoding is the character
+			// itself, encoded: left bare, it could start one with the
+			// characters decoded after it ("%%34%31" would become "%41").
+			b.WriteString("%25")
+			continue
+		}
+		if lower {
+			c = toLower(c)
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// upperPercent uppercases the hex digits of the percent-encodings of s
+// and encodes a "%" that starts none, decoding nothing.
+func upperPercent(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] != '%':
+			b.WriteByte(s[i])
+		case i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte('%')
+			b.WriteByte(toUpper(s[i+1]))
+			b.WriteByte(toUpper(s[i+2]))
+			i += 2
+		default:
+			b.WriteString("%25")
+		}
+	}
+	return b.String()
+}
+
+// removeDotSegments is RFC 3986 §5.2.4's algorithm, for a path that starts
+// with "/".
+func removeDotSegments(p string) string {
+	if !strings.Contains(p, ".") {
+		return p
+	}
+	out := make([]string, 0, strings.Count(p, "/"))
+	segs := strings.Split(p[1:], "/")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch seg {
+		case ".":
+			if last {
+				out = append(out, "") // "/a/." is "/a/"
+			}
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+func unreserved(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+func toLower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func toUpper(c byte) byte {
+	if c >= 'a' && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 'A' && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
 // scheme returns the scheme of a URI or URI template (what precedes the
 // first ":"), lowercased, or "" when it has none.
 func scheme(uri string) string {

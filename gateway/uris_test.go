@@ -75,3 +75,102 @@ func FuzzNamespacedURI(f *testing.F) {
 		}
 	})
 }
+
+func TestNormalizeURI(t *testing.T) {
+	tests := []struct {
+		name, in, want, key string // key "": the same as want
+	}{
+		// Opaque URIs and URIs without a path to normalize stay as they are.
+		{name: "custom scheme", in: "demo://resource/static/1", want: "demo://resource/static/1"},
+		{name: "file", in: "file:///srv/x", want: "file:///srv/x"},
+		{name: "no path", in: "memo://insights", want: "memo://insights"},
+		{name: "urn", in: "urn:isbn:0451450523", want: "urn:isbn:0451450523"},
+		{name: "urn with dots", in: "urn:x:./a/../b", want: "urn:x:./a/../b"},
+		{name: "data", in: "data:text/plain;base64,SGk=", want: "data:text/plain;base64,SGk="},
+		{name: "mailto", in: "mailto:A@Example.COM", want: "mailto:A@Example.COM"},
+		{name: "template", in: "demo://resource/dynamic/text/{resourceId}", want: "demo://resource/dynamic/text/{resourceId}"},
+		{name: "template with operators", in: "file:///{+path}{?q,r}", want: "file:///{+path}{?q,r}"},
+		{name: "empty", in: "", want: ""},
+		{name: "no scheme", in: "a/./b", want: "a/./b"},
+		{name: "no scheme, percent", in: "a%7eb%2f", want: "a~b%2F"},
+		{name: "no scheme, no scheme made", in: "A0%2e:0%2e", want: "A0%2E:0."},
+		// Case of scheme and host.
+		{name: "scheme case", in: "FILE:///Srv/X", want: "file:///Srv/X"},
+		{name: "host case", in: "HTTPS://User:PW@Example.COM:443/Path?Q=A#F", want: "https://User:PW@example.com:443/Path?Q=A#F"},
+		{name: "custom host case", in: "demo://RESOURCE/Static", want: "demo://resource/Static"},
+		{name: "ip literal", in: "http://[FE80::1]:80/", want: "http://[fe80::1]:80/", key: "http://[fe80::1]:80"},
+		// Percent-encodings.
+		{name: "hex case", in: "file:///a%2fb%c3%a9", want: "file:///a%2Fb%C3%A9"},
+		{name: "unreserved decoded", in: "file:///%73ecret/%7Euser/%2D%2E%5F", want: "file:///secret/~user/-._"},
+		{name: "reserved kept", in: "file:///a%2Fb%3Fc%23d%25", want: "file:///a%2Fb%3Fc%23d%25"},
+		{name: "host percent", in: "demo://%41B%43/x", want: "demo://abc/x"},
+		{name: "query and fragment", in: "x://h/p?a=%7e%2f#%7E", want: "x://h/p?a=~%2F#~"},
+		{name: "stray percent", in: "file:///100%/x%", want: "file:///100%25/x%25"},
+		{name: "stray percent then encoded hex", in: "file:///%%34%31", want: "file:///%2541"},
+		{name: "bad hex", in: "file:///%zz", want: "file:///%25zz"},
+		// Dot segments, after decoding.
+		{name: "dot", in: "file:///secret/./key", want: "file:///secret/key"},
+		{name: "dot dot", in: "file:///docs/../secret/key", want: "file:///secret/key"},
+		{name: "encoded dots", in: "file:///docs/%2E%2e/secret/key", want: "file:///secret/key"},
+		{name: "above the root", in: "file:///../../etc", want: "file:///etc"},
+		{name: "trailing dot", in: "demo://x/a/.", want: "demo://x/a/", key: "demo://x/a"},
+		{name: "trailing dot dot", in: "demo://x/a/b/..", want: "demo://x/a/", key: "demo://x/a"},
+		{name: "rfc example", in: "http://a/b/c/./../../g", want: "http://a/g"},
+		{name: "dots in names", in: "file:///a/.b/..c/...", want: "file:///a/.b/..c/..."},
+		{name: "dot in query", in: "x://h/a?b/../c", want: "x://h/a?b/../c"},
+		{name: "no authority", in: "file:/a/./b", want: "file:/a/b"},
+		{name: "no authority, path left with //", in: "file:/.//x", want: "file:/.//x", key: "file:/x"},
+		{name: "no authority, dot dot to //", in: "file:/a/..//x", want: "file:/.//x", key: "file:/x"},
+		// Repeated and trailing slashes: not RFC equivalences, only
+		// the key drops them.
+		{name: "double slash", in: "file:///secret//key", want: "file:///secret//key", key: "file:///secret/key"},
+		{name: "double slash first", in: "file:////secret/key", want: "file:////secret/key", key: "file:///secret/key"},
+		{name: "trailing slash", in: "file:///secret/key/", want: "file:///secret/key/", key: "file:///secret/key"},
+		{name: "trailing slashes", in: "file:///secret/key//", want: "file:///secret/key//", key: "file:///secret/key"},
+		{name: "root", in: "demo://x/", want: "demo://x/", key: "demo://x"},
+		{name: "slashes before the query", in: "demo://x/a//?q=//", want: "demo://x/a//?q=//", key: "demo://x/a?q=//"},
+		{name: "namespaced form", in: "mcp+files+file:///a/./b", want: "mcp+files+file:///a/b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := normalizeURI(tt.in); got != tt.want {
+				t.Errorf("normalizeURI(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			key := tt.key
+			if key == "" {
+				key = tt.want
+			}
+			if got := aclKey(tt.in); got != key {
+				t.Errorf("aclKey(%q) = %q, want %q", tt.in, got, key)
+			}
+		})
+	}
+}
+
+// FuzzNormalizeURI checks that the normal forms never panic, are fixed
+// points, agree with each other, and keep the scheme (a namespaced URI's
+// server among it) of a URI that has one.
+func FuzzNormalizeURI(f *testing.F) {
+	for _, s := range []string{
+		"file:///secret/./key", "mcp+files+FILE:///a//b/", "demo://RESOURCE/%7e/../x", "file:/.//x",
+		"http://[FE80::1]:80/a?b#c", "urn:x:%41", "%%34%31", "x://h/%2E%2E/%2e/", "", "a:", "a://", "a:/..//",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		n := normalizeURI(uri)
+		if n2 := normalizeURI(n); n2 != n {
+			t.Fatalf("normalizeURI is not idempotent: %q -> %q -> %q", uri, n, n2)
+		}
+		k := aclKey(uri)
+		if k2 := aclKey(k); k2 != k {
+			t.Fatalf("aclKey is not idempotent: %q -> %q -> %q", uri, k, k2)
+		}
+		if kn := aclKey(n); kn != k {
+			t.Fatalf("aclKey(normalizeURI(%q)) = %q, aclKey = %q", uri, kn, k)
+		}
+		if sch := scheme(uri); sch != scheme(n) || sch != scheme(k) {
+			t.Fatalf("the scheme of %q changed: %q, %q, %q", uri, sch, scheme(n), scheme(k))
+		}
+	})
+}

@@ -373,10 +373,16 @@ const (
 // ACLRule is one access rule. It applies to a caller named in Principals
 // or in one of Groups (both empty: every caller, anonymous included), and
 // to an item (a tool, prompt, resource or resource template) whose server
-// matches Servers or whose exposed name (a resource: its exposed URI)
-// matches Tools, Prompts or Resources. Patterns are globs (* ? [a-z]) in
-// which * and ? also match "/", so that "*" is everything and
-// "file:///secret/*" every URI under it.
+// matches Servers or whose exposed name matches Tools, Prompts or
+// Resources. A resource's (or template's) pattern is matched against the
+// server's own URI and its namespaced form (mcp+<server>+<uri>), both
+// normalized (RFC 3986 §6.2.2: lowercase scheme and host, no dot
+// segments, no needless percent-encoding); a deny rule also against both
+// as the server spells them and with repeated and trailing slashes
+// dropped.
+// Patterns are globs (* ? [a-z]) in which * and ? also match "/", so that
+// "*" is everything and "file:///secret/*" every URI under it; a pattern
+// without glob characters is normalized before it is matched.
 type ACLRule struct {
 	Effect string `yaml:"effect"` // ACLAllow or ACLDeny
 	// Principals and Groups name callers as Auth does: an API key's

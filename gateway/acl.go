@@ -18,8 +18,8 @@ import (
 //	                        everyone, anonymous included)
 //	applies to the item?    Servers matches its server, or the patterns of
 //	                        its kind (Tools, Prompts, Resources) match its
-//	                        exposed name (a resource or template: its
-//	                        exposed URI or URI template)
+//	                        exposed name (a resource or template: one of
+//	                        its forms, see resourceForms)
 //
 // A matching deny wins over a matching allow; with no match the default
 // decides. The lists show a caller only what it may use (filtered while
@@ -103,13 +103,14 @@ func compileACL(c config.ACL) (*acl, error) {
 			}
 			*f.dst = gs
 		}
+		cr.names[kindResource] = uriGlobs(cr.names[kindResource], cr.deny)
 		a.rules = append(a.rules, cr)
 	}
 	return a, nil
 }
 
-// allows reports whether the caller (principal, groups) may use the item
-// of kind named name (its exposed name or URI) on server. It allocates
+// allows reports whether the caller (principal, groups) may use the tool
+// or prompt (kind) named name (its exposed name) on server. It allocates
 // nothing.
 func (a *acl) allows(principal string, groups []string, kind itemKind, server, name string) bool {
 	if a == nil {
@@ -130,6 +131,114 @@ func (a *acl) allows(principal string, groups []string, kind itemKind, server, n
 		allowed = true
 	}
 	return allowed || a.defaultAllow
+}
+
+// Resources. A resource (or template) has several spellings, and a rule
+// written for one must hold for the others, so that a client cannot
+// reach a denied resource by one the rule did not foresee, and a rule
+// holds whichever form the server is listed under. A rule's resource
+// patterns are matched against, each bare and in the namespaced form
+// mcp+<server>+<uri>:
+//
+//	normalizeURI of the server's URI   by every rule
+//	the server's own spelling          by deny rules only
+//	aclKey of it (repeated and         by deny rules only
+//	trailing slashes dropped)
+//
+// The normalized URI names the same resource as the URI forwarded (the
+// server's own spelling, or the normalized URI: resources.go) on every
+// server, so an allow rule grants nothing more through it. The others
+// may name another resource (a//b on a server that tells it from a/b, a
+// server's listed ../ spelling), so only a deny is widened to them. The
+// gateway cannot know a server's own aliases (a case-insensitive path,
+// %2F for "/", a symlink): a deny rule does not see them, which is why
+// allow rules are the safe form for resources. Literal patterns are
+// normalized when the rules are compiled (uriGlobs), so that FILE:///a
+// written in a rule matches file:///a.
+
+// resourceForms are the forms of one server's resource or template that
+// a rule's resource patterns are matched against.
+type resourceForms struct {
+	all  [2]string // normalized, bare and namespaced: every rule
+	deny [4]string // own and aclKey's, bare and namespaced: deny rules too
+}
+
+// formsOf returns the forms of server's resource own (the URI it is read
+// under upstream, or a template), prefix being that of namespaced URIs.
+func formsOf(prefix, server, own string) *resourceForms {
+	norm, key := normalizeURI(own), aclKey(own)
+	return &resourceForms{
+		all:  [2]string{norm, namespacedURI(prefix, server, norm)},
+		deny: [4]string{own, namespacedURI(prefix, server, own), key, namespacedURI(prefix, server, key)},
+	}
+}
+
+// allowsResource reports whether the caller may use server's resource
+// or template of forms f.
+func (a *acl) allowsResource(principal string, groups []string, server string, f *resourceForms) bool {
+	if a == nil {
+		return true
+	}
+	if principal == "" {
+		principal = Anonymous
+	}
+	allowed := false
+	for i := range a.rules {
+		r := &a.rules[i]
+		if !r.appliesTo(principal, groups) || !r.coversResource(server, f) {
+			continue
+		}
+		if r.deny {
+			return false
+		}
+		allowed = true
+	}
+	return allowed || a.defaultAllow
+}
+
+// coversResource reports whether r applies to server's resource of
+// forms f.
+func (r *aclRule) coversResource(server string, f *resourceForms) bool {
+	for i := range r.servers {
+		if r.servers[i].match(server) {
+			return true
+		}
+	}
+	pats := r.names[kindResource]
+	for i := range pats {
+		for _, s := range f.all {
+			if pats[i].match(s) {
+				return true
+			}
+		}
+		if r.deny {
+			for _, s := range f.deny {
+				if pats[i].match(s) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// uriGlobs returns a rule's resource patterns with each literal one (no
+// glob metacharacters) normalized, and for a deny rule its aclKey's form
+// added, so that a rule spelled another way than the URI still matches
+// it. A pattern with metacharacters is kept as written: normalizing it
+// could change what it matches (removing "/.." from "file:///a/..*").
+func uriGlobs(gs []glob, deny bool) []glob {
+	out := gs[:len(gs):len(gs)]
+	for i, g := range gs {
+		if g.form != globLiteral {
+			continue
+		}
+		out[i].pat = normalizeURI(g.pat)
+		if key := aclKey(g.pat); deny && key != out[i].pat {
+			out = append(out, glob{form: globLiteral, pat: key})
+		}
+	}
+	return out
 }
 
 // Lists. Whether a rule covers an item does not depend on the caller, so
@@ -204,19 +313,22 @@ type listCoverage struct {
 }
 
 // coverage returns the coverage of l's items, of kind, working it out on
-// the first call.
-func (a *acl) coverage(l *list, kind itemKind) *listCoverage {
+// the first call; prefix is that of namespaced URIs.
+func (a *acl) coverage(l *list, kind itemKind, prefix string) *listCoverage {
 	lc := &l.coverage
 	lc.once.Do(func() {
 		lc.words = a.words()
 		lc.bits = make([]uint64, len(l.items)*lc.words)
 		for i := range l.items {
 			it := &l.items[i]
-			// A resource's key is its exposed URI, a NUL and its server.
-			name, _, _ := strings.Cut(it.key, "\x00")
+			var forms *resourceForms
+			if kind == kindResource {
+				forms = formsOf(prefix, it.server, it.uri)
+			}
 			cov := lc.bits[i*lc.words : (i+1)*lc.words]
 			for j := range a.rules {
-				if a.rules[j].covers(kind, it.server, name) {
+				r := &a.rules[j]
+				if forms != nil && r.coversResource(it.server, forms) || forms == nil && r.covers(kind, it.server, it.key) {
 					cov[j/64] |= 1 << (j % 64)
 				}
 			}
@@ -275,12 +387,13 @@ func forbidden(kind itemKind, name, server string) *jsonrpc.Error {
 }
 
 // mayUseResource reports whether req's caller may use server's resource
-// orig (its own URI), checked under the URI the lists expose it as.
+// or template orig (the server's own URI, as forwarded to it), checked
+// under its forms (resourceForms).
 func (s *Server) mayUseResource(cat *catalog, req *Request, server, orig string) bool {
 	if s.acl == nil {
 		return true
 	}
-	return s.acl.allows(req.Principal, req.Groups, kindResource, server, cat.exposeURI(server, orig))
+	return s.acl.allowsResource(req.Principal, req.Groups, server, formsOf(cat.prefix, server, orig))
 }
 
 // glob is a compiled pattern in path.Match's syntax (* ? [a-z] [^a-z] and

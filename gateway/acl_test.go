@@ -155,6 +155,48 @@ func TestACL_Allows(t *testing.T) {
 				{"a", nil, kindResource, "db", "mcp+db+file:///docs/{name}", true},
 			},
 		},
+		{
+			// A resource's name here is the server's own URI, or its
+			// namespaced form: rules hold for either, normalized, and a
+			// deny also with repeated and trailing slashes dropped.
+			name: "resource forms",
+			acl: config.ACL{Rules: []config.ACLRule{
+				{Effect: config.ACLAllow, Principals: []string{"bob"}, Servers: []string{"*"}},
+				{Effect: config.ACLDeny, Principals: []string{"bob"}, Resources: []string{
+					"file:///secret/key", "mcp+notes+memo://secret", "FILE:///Upper/./x", "file:///dir/",
+				}},
+				{Effect: config.ACLAllow, Principals: []string{"carol"}, Resources: []string{"file:///pub/*", "file:///a/b"}},
+			}},
+			checks: []check{
+				{"bob", nil, kindResource, "files", "file:///secret/key", false},
+				{"bob", nil, kindResource, "files", "mcp+files+file:///secret/key", false},
+				{"bob", nil, kindResource, "files", "file:///secret/./key", false},
+				{"bob", nil, kindResource, "files", "file:///x/../secret/key", false},
+				{"bob", nil, kindResource, "files", "FILE:///secret/%6Bey", false},
+				{"bob", nil, kindResource, "files", "file:///secret//key", false},
+				{"bob", nil, kindResource, "files", "file:////secret/key", false},
+				{"bob", nil, kindResource, "files", "file:///secret/key/", false},
+				{"bob", nil, kindResource, "files", "file:///secret/keyring", true},
+				{"bob", nil, kindResource, "files", "file:///docs/a", true},
+				{"bob", nil, kindResource, "notes", "memo://secret", false},
+				{"bob", nil, kindResource, "notes", "memo://SECRET/", false},
+				{"bob", nil, kindResource, "other", "memo://secret", true},
+				{"bob", nil, kindResource, "files", "file:///Upper/x", false},
+				{"bob", nil, kindResource, "files", "file:///dir", false},
+				{"bob", nil, kindResource, "files", "file:///dir//", false},
+				{"alice", nil, kindResource, "files", "file:///secret/key", false},
+				{"carol", nil, kindResource, "files", "file:///pub/a", true},
+				{"carol", nil, kindResource, "files", "mcp+files+file:///pub/a", true},
+				{"carol", nil, kindResource, "files", "file:///pub/../secret", false},
+				{"carol", nil, kindResource, "files", "file:///pub/%2E%2E/secret", false},
+				{"carol", nil, kindResource, "files", "file:///a/b", true},
+				{"carol", nil, kindResource, "files", "FILE:///a/./b", true},
+				// An allow sees only RFC 3986 equivalents: a server
+				// may tell a//b from a/b.
+				{"carol", nil, kindResource, "files", "file:///a//b", false},
+				{"carol", nil, kindResource, "files", "file:///a/b/", false},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,17 +205,24 @@ func TestACL_Allows(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range tt.checks {
-				if got := a.allows(c.principal, c.groups, c.kind, c.server, c.name); got != c.want {
+				it := item{key: c.name, server: c.server}
+				if c.kind == kindResource {
+					// A resource's name is its exposed URI.
+					it.uri = c.name
+					if server, own, ok := parseNamespaced("mcp", c.name); ok && server == c.server {
+						it.uri = own
+					}
+					it.key += "\x00" + c.server
+					if got := a.allowsResource(c.principal, c.groups, c.server, formsOf("mcp", c.server, it.uri)); got != c.want {
+						t.Errorf("allowsResource(%q, %q, %q, %q) = %t, want %t", c.principal, c.groups, c.server, c.name, got, c.want)
+					}
+				} else if got := a.allows(c.principal, c.groups, c.kind, c.server, c.name); got != c.want {
 					t.Errorf("allows(%q, %q, %s, %q, %q) = %t, want %t", c.principal, c.groups, c.kind, c.server, c.name, got, c.want)
 				}
 				// A list decides the same, by the caller's rules and
 				// the item's coverage.
-				it := item{key: c.name, server: c.server}
-				if c.kind == kindResource {
-					it.key += "\x00" + c.server
-				}
 				rules := a.forCaller(c.principal, c.groups)
-				if got := rules == nil || rules.allowsCovered(a.coverage(newList("x", []item{it}), c.kind).of(0)); got != c.want {
+				if got := rules == nil || rules.allowsCovered(a.coverage(newList("x", []item{it}), c.kind, "mcp").of(0)); got != c.want {
 					t.Errorf("list of %s %q for (%q, %q): allowed = %t, want %t", c.kind, c.name, c.principal, c.groups, got, c.want)
 				}
 			}

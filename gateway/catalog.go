@@ -59,6 +59,7 @@ type list struct {
 type item struct {
 	key    string // sort and cursor key: the exposed name or URI (+ "\x00" + server when URIs may repeat)
 	server string
+	uri    string          // a resource's URI or a template, as the server gives it; "" for tools and prompts
 	raw    json.RawMessage // the upstream's object with its name or URI rewritten
 }
 
@@ -242,7 +243,7 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 				c.bareURIs[uri] = appendOnce(c.bareURIs[uri], st.Name)
 			}
 			if st.State == upstream.StateRunning {
-				resources = append(resources, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+				resources = append(resources, item{key: exposed + "\x00" + st.Name, server: st.Name, uri: uri, raw: raw})
 			}
 		}
 		for _, raw := range st.Templates {
@@ -259,7 +260,7 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 				raw, _ = rawjson.Set(raw, "uriTemplate", v)
 			}
 			if st.State == upstream.StateRunning {
-				templates = append(templates, item{key: exposed + "\x00" + st.Name, server: st.Name, raw: raw})
+				templates = append(templates, item{key: exposed + "\x00" + st.Name, server: st.Name, uri: t, raw: raw})
 			}
 		}
 	}

@@ -86,7 +86,7 @@ func (s *Server) pageFor(rules *callerRules, l *list, method, after string, n in
 	if rules == nil {
 		return l.page(after, n)
 	}
-	cov := s.acl.coverage(l, listKind(method))
+	cov := s.acl.coverage(l, listKind(method), s.opts.Naming.Prefix)
 	i := 0
 	if after != "" {
 		i = sort.Search(len(l.items), func(i int) bool { return l.items[i].key > after })

@@ -72,14 +72,16 @@ const (
 // ServerResources.Namespace). A namespaced URI starts with Naming.Prefix
 // and names the server; the gateway rewrites it back wherever it appears.
 const (
-	// NamespaceAuto namespaces a server's resource URIs of a scheme that
-	// another server's resources already use (two servers' file:// URIs,
-	// say). Each (server, scheme) is decided once, when the gateway first
-	// sees the server use the scheme, and never changes while it runs, so
-	// a URI a client holds keeps working: the first server seen with a
-	// scheme keeps its URIs as they are, later ones get the namespaced
-	// form. Use NamespaceAlways for forms that do not depend on which
-	// server started first.
+	// NamespaceAuto keeps the resource URIs of one server as they are and
+	// namespaces those of every other server under auto, so that two
+	// servers' URIs (two servers' file:// URIs, say) never clash. The one
+	// is chosen by the configuration alone: the first server, in the
+	// config file's order and then, for the servers registered through
+	// the admin API, by name, whose namespace is not NamespaceAlways (if
+	// that server's is NamespaceNever, no server under auto keeps its
+	// URIs). So every URI has the same form in every run, whichever
+	// server comes up first, and a server coming up never changes the
+	// form of URIs already listed.
 	NamespaceAuto = "auto"
 	// NamespaceAlways namespaces every resource URI of the server.
 	NamespaceAlways = "always"

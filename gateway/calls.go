@@ -144,13 +144,3 @@ func setString(obj json.RawMessage, key, value string) (json.RawMessage, error) 
 	}
 	return out, nil
 }
-
-// stringMember returns the first of keys that obj has as a string.
-func stringMember(obj json.RawMessage, keys ...string) (string, bool) {
-	for _, k := range keys {
-		if v, ok := rawjson.String(obj, k); ok {
-			return v, true
-		}
-	}
-	return "", false
-}

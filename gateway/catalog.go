@@ -34,10 +34,10 @@ type catalog struct {
 
 	// Resource routing.
 	prefix     string
-	namespaced map[string]func(uri string) bool // by server: is this URI of the server exposed namespaced?
-	bareURIs   map[string][]string              // exposed bare URI -> servers
-	origURIs   map[string][]string              // original URI -> servers (every server)
-	tmpls      map[string][]*template           // server -> its templates (original form)
+	namespaced map[string]bool        // by server: are its URIs exposed namespaced?
+	bareURIs   map[string][]string    // exposed bare URI -> servers
+	origURIs   map[string][]string    // original URI -> servers (every server)
+	tmpls      map[string][]*template // server -> its templates (original form)
 
 	// problems are what the build noticed, per server: clashing names,
 	// tools left out.
@@ -100,9 +100,9 @@ type catalogInput struct {
 	prefix   string // of namespaced URIs
 	// seq gives each (server, name) its first-seen order, across builds.
 	seq func(kind string, r naming.Ref) uint64
-	// autoNS says whether auto namespacing decided to namespace a
-	// server's URIs of a scheme.
-	autoNS func(server, scheme string) bool
+	// bareServer is the server whose URIs namespace auto leaves as they
+	// are (see bareServer); "" when there is none.
+	bareServer string
 	// hostsTasks says whether the gateway runs tasks itself for a
 	// server's tools that have no task support of their own.
 	hostsTasks func(server string) bool
@@ -126,7 +126,7 @@ func buildCatalog(servers []upstream.Status, version uint64, in catalogInput, lo
 	c := &catalog{
 		version:     version,
 		prefix:      in.prefix,
-		namespaced:  map[string]func(string) bool{},
+		namespaced:  map[string]bool{},
 		bareURIs:    map[string][]string{},
 		origURIs:    map[string][]string{},
 		tmpls:       map[string][]*template{},
@@ -211,20 +211,37 @@ func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind st
 	return newList(kind, items), table
 }
 
+// bareServer returns the server whose resource URIs namespace auto leaves
+// as they are: the first server of order (the servers of the config file
+// in its order, then the other registered servers by name) whose
+// namespace is not always; "" when there is none. It depends on the
+// configuration only, never on which server came up first or which
+// schemes the servers use (DESIGN decision 7), so the form of every URI
+// is the same in every run and a server coming up never changes the form
+// of URIs already listed. If that server's namespace is never, no server
+// under auto keeps its URIs bare.
+func bareServer(order []string, settings func(server string) serverSettings) string {
+	for _, name := range order {
+		if settings(name).namespace != config.NamespaceAlways {
+			return name
+		}
+	}
+	return ""
+}
+
 // buildResources merges resources and templates, namespacing the URIs of
 // the servers whose setting says so, and builds the routing indexes.
 func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 	var resources, templates []item
 	for _, st := range servers {
-		set := in.settings(st.Name)
-		var ns func(string) bool
-		switch set.namespace {
+		var ns bool
+		switch in.settings(st.Name).namespace {
 		case config.NamespaceAlways:
-			ns = func(string) bool { return true }
+			ns = true
 		case config.NamespaceNever:
-			ns = func(string) bool { return false }
-		default: // auto: as decided when the server first used the scheme
-			ns = func(uri string) bool { return in.autoNS(st.Name, scheme(uri)) }
+			ns = false
+		default:
+			ns = st.Name != in.bareServer
 		}
 		c.namespaced[st.Name] = ns
 		for _, raw := range st.Resources {
@@ -235,7 +252,7 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 			}
 			c.origURIs[uri] = appendOnce(c.origURIs[uri], st.Name)
 			exposed := uri
-			if ns(uri) {
+			if ns {
 				exposed = namespacedURI(c.prefix, st.Name, uri)
 				v, _ := json.Marshal(exposed)
 				raw, _ = rawjson.Set(raw, "uri", v)
@@ -254,7 +271,7 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 			}
 			c.tmpls[st.Name] = append(c.tmpls[st.Name], compileTemplate(t))
 			exposed := t
-			if ns(t) {
+			if ns {
 				exposed = namespacedURI(c.prefix, st.Name, t)
 				v, _ := json.Marshal(exposed)
 				raw, _ = rawjson.Set(raw, "uriTemplate", v)
@@ -279,7 +296,7 @@ func appendOnce(list []string, s string) []string {
 
 // exposeURI returns the form of server's URI the client sees.
 func (c *catalog) exposeURI(server, uri string) string {
-	if ns := c.namespaced[server]; ns != nil && ns(uri) {
+	if c.namespaced[server] {
 		return namespacedURI(c.prefix, server, uri)
 	}
 	return uri

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -298,6 +299,7 @@ func TestCatalog_ResourceRouting(t *testing.T) {
 				Resources: raws(`{"uri":"demo://same","name":"same"}`)},
 		)
 	}
+	config2 := []config.Server{{Name: "a"}, {Name: "b"}}
 	tests := []struct {
 		name      string
 		namespace string
@@ -306,8 +308,8 @@ func TestCatalog_ResourceRouting(t *testing.T) {
 		errSubstr string
 		exposed   string // the URI of the contents the client gets
 	}{
-		{"auto: the later server with a shared scheme is namespaced", config.NamespaceAuto, "mcp+b+demo://same", "b", "", "mcp+b+demo://same"},
-		{"auto: the first server with a scheme keeps it bare", config.NamespaceAuto, "demo://same", "a", "", "demo://same"},
+		{"auto: the later server in the config is namespaced", config.NamespaceAuto, "mcp+b+demo://same", "b", "", "mcp+b+demo://same"},
+		{"auto: the first server in the config keeps its URIs bare", config.NamespaceAuto, "demo://same", "a", "", "demo://same"},
 		{"auto: the namespaced form of a bare server routes too", config.NamespaceAuto, "mcp+a+demo://same", "a", "", "demo://same"},
 		{"auto: unshared scheme", config.NamespaceAuto, "a-only://r", "a", "", "a-only://r"},
 		{"never: ambiguous", config.NamespaceNever, "demo://same", "", `servers "a", "b"`, ""},
@@ -318,7 +320,7 @@ func TestCatalog_ResourceRouting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newCore(t, servers(), Options{Resources: config.Resources{Namespace: tt.namespace}})
+			s := newCore(t, servers(), Options{Servers: config2, Resources: config.Resources{Namespace: tt.namespace}})
 			res, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: Anonymous, Params: json.RawMessage(`{"uri":"` + tt.uri + `"}`)})
 			if tt.server == "" {
 				jerr := assertCode(t, err, jsonrpc.CodeInvalidParams, tt.errSubstr)
@@ -337,7 +339,7 @@ func TestCatalog_ResourceRouting(t *testing.T) {
 
 	// A URI seen in this principal's result routes to its server, and
 	// only for that principal.
-	s := newCore(t, servers(), Options{})
+	s := newCore(t, servers(), Options{Servers: config2})
 	if _, err := s.Handle(context.Background(), &Request{Method: "tools/call", Principal: "p1", Params: json.RawMessage(`{"name":"mcp__a__t"}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -434,28 +436,6 @@ func TestCatalog_ListChangedDebounced(t *testing.T) {
 	}
 }
 
-// Auto namespacing is decided once per (server, scheme): a server that
-// comes later with a scheme another already uses is namespaced, and the
-// first one's URIs do not change.
-func TestCatalog_AutoNamespaceIsSticky(t *testing.T) {
-	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "z", Resources: raws(`{"uri":"file:///z","name":"z"}`)})
-	s := newCore(t, m, Options{})
-	list := func() string {
-		res, _ := s.Handle(context.Background(), &Request{Method: "resources/list"})
-		return string(res.Body)
-	}
-	m.Set(&upstreamtest.Server{Name: "a", Resources: raws(`{"uri":"file:///a","name":"a"}`)})
-	want := `{"resources":[{"uri":"file:///z","name":"z"},{"uri":"mcp+a+file:///a","name":"a"}]}`
-	if got := list(); got != want {
-		t.Errorf("resources/list = %s, want %s", got, want)
-	}
-	m.Set(&upstreamtest.Server{Name: "z", Resources: raws(`{"uri":"file:///z","name":"z"}`, `{"uri":"file:///z2","name":"z2"}`)})
-	want = `{"resources":[{"uri":"file:///z","name":"z"},{"uri":"file:///z2","name":"z2"},{"uri":"mcp+a+file:///a","name":"a"}]}`
-	if got := list(); got != want {
-		t.Errorf("after z changed: resources/list = %s, want %s", got, want)
-	}
-}
-
 func TestCatalog_DuplicateTool(t *testing.T) {
 	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s", Tools: raws(`{"name":"t","description":"first"}`, `{"name":"t","description":"second"}`)})
 	s := newCore(t, m, Options{})
@@ -495,5 +475,199 @@ func TestCatalog_SubscriptionsPerUpstreamSession(t *testing.T) {
 	defer mu.Unlock()
 	if diff := cmp.Diff([]string{"resources/subscribe s1", "resources/subscribe s2"}, calls); diff != "" {
 		t.Errorf("each session subscribes on its own upstream session (-want +got):\n%s", diff)
+	}
+}
+
+// uriServer is a fake server that lists resources and templates, each
+// named "<server> <its URI or template>", and records the URI of every
+// resources/read and completion/complete it gets: a read answers with
+// the URI asked and the server's name, a completion with "<server>
+// <ref.uri>".
+type uriServer struct {
+	mu  sync.Mutex
+	got []string // "server method uri"
+}
+
+func (u *uriServer) recorded() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.got...)
+}
+
+func (u *uriServer) reset() {
+	u.mu.Lock()
+	u.got = nil
+	u.mu.Unlock()
+}
+
+func (u *uriServer) server(name string, resources, templates []string) *upstreamtest.Server {
+	var res, tmpls []json.RawMessage
+	for _, r := range resources {
+		res = append(res, json.RawMessage(fmt.Sprintf(`{"uri":%q,"name":%q}`, r, name+" "+r)))
+	}
+	for _, t := range templates {
+		tmpls = append(tmpls, json.RawMessage(fmt.Sprintf(`{"uriTemplate":%q,"name":%q}`, t, name+" "+t)))
+	}
+	return &upstreamtest.Server{Name: name, Resources: res, Templates: tmpls,
+		Handle: func(_ context.Context, method string, params json.RawMessage, _ *upstream.CallHooks) (json.RawMessage, error) {
+			var uri string
+			switch method {
+			case "resources/read", "resources/subscribe", "resources/unsubscribe":
+				uri, _ = rawjson.String(params, "uri")
+			case "completion/complete":
+				ref, _, _ := rawjson.Get(params, "ref")
+				uri, _ = rawjson.String(ref, "uri")
+			}
+			u.mu.Lock()
+			u.got = append(u.got, name+" "+method+" "+uri)
+			u.mu.Unlock()
+			switch method {
+			case "resources/read":
+				return json.RawMessage(fmt.Sprintf(`{"contents":[{"uri":%q,"text":%q}]}`, uri, name)), nil
+			case "completion/complete":
+				return json.RawMessage(fmt.Sprintf(`{"completion":{"values":[%q]}}`, name+" "+uri)), nil
+			}
+			return json.RawMessage(`{}`), nil
+		}}
+}
+
+// listURIs returns the URIs of resources/list and the URI templates of
+// resources/templates/list.
+func listURIs(t *testing.T, s *Server) (resources, templates []string) {
+	t.Helper()
+	res, tmpls := listItems(t, s)
+	for _, it := range res {
+		resources = append(resources, it.listed)
+	}
+	for _, it := range tmpls {
+		templates = append(templates, it.listed)
+	}
+	return resources, templates
+}
+
+// listedItem is an item of a uriServer as listed: its exposed URI or
+// template, the server that listed it and that server's own URI.
+type listedItem struct{ listed, server, own string }
+
+// listItems returns the items of resources/list and
+// resources/templates/list of uriServers.
+func listItems(t *testing.T, s *Server) (resources, templates []listedItem) {
+	t.Helper()
+	for _, l := range []struct {
+		method, field, key string
+		dst                *[]listedItem
+	}{
+		{"resources/list", "resources", "uri", &resources},
+		{"resources/templates/list", "resourceTemplates", "uriTemplate", &templates},
+	} {
+		res, err := s.Handle(context.Background(), &Request{Method: l.method, Principal: Anonymous})
+		if err != nil {
+			t.Fatalf("%s: %v", l.method, err)
+		}
+		var body map[string][]map[string]any
+		if err := json.Unmarshal(res.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range body[l.field] {
+			server, own, _ := strings.Cut(it["name"].(string), " ")
+			*l.dst = append(*l.dst, listedItem{listed: it[l.key].(string), server: server, own: own})
+		}
+	}
+	return resources, templates
+}
+
+// Auto namespacing follows the config's order of the servers, never the
+// order they come up in: whichever starts first, the first configured
+// server keeps its URIs as they are and the others are namespaced, from
+// the first list on (no URI already listed changes when another server
+// comes up). A server that is not in the config (the admin API
+// registered it) comes after the configured ones.
+func TestCatalog_AutoNamespaceConfigOrder(t *testing.T) {
+	var u uriServer
+	zed := func() *upstreamtest.Server {
+		return u.server("zed", []string{"demo://resource/static/1"}, []string{"demo://resource/dynamic/text/{resourceId}"})
+	}
+	alpha := func() *upstreamtest.Server {
+		return u.server("alpha", []string{"demo://resource/static/1", "own://x"}, []string{"demo://resource/dynamic/text/{resourceId}"})
+	}
+	late := func() *upstreamtest.Server { return u.server("late", []string{"late://y"}, nil) }
+	// Config order: zed before alpha, the reverse of name order.
+	cfg := Options{Servers: []config.Server{{Name: "zed"}, {Name: "alpha"}}}
+	wantZed := []string{"demo://resource/static/1"}
+	wantAlpha := []string{"mcp+alpha+demo://resource/static/1", "mcp+alpha+own://x"}
+	wantResources := append(append([]string(nil), wantZed...), wantAlpha...)
+	wantTemplates := []string{"demo://resource/dynamic/text/{resourceId}", "mcp+alpha+demo://resource/dynamic/text/{resourceId}"}
+	sorted := func(ss []string) []string { s := append([]string(nil), ss...); sort.Strings(s); return s }
+
+	tests := []struct {
+		name  string
+		first func() *upstreamtest.Server // up when the gateway starts
+		then  func() *upstreamtest.Server // comes up later; nil: none
+		// wantFirst is resources/list before the later server is up.
+		wantFirst []string
+	}{
+		{name: "both up at start", first: nil},
+		{name: "config's first server up first", first: zed, then: alpha, wantFirst: wantZed},
+		{name: "config's later server up first", first: alpha, then: zed, wantFirst: wantAlpha},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var m *upstreamtest.Manager
+			if tt.first == nil {
+				m = upstreamtest.NewManager(zed(), alpha())
+			} else {
+				m = upstreamtest.NewManager(tt.first())
+			}
+			s := newCore(t, m, cfg)
+			if tt.then != nil {
+				got, _ := listURIs(t, s)
+				if diff := cmp.Diff(sorted(tt.wantFirst), sorted(got)); diff != "" {
+					t.Errorf("resources/list with one server up (-want +got):\n%s", diff)
+				}
+				m.Set(tt.then())
+			}
+			res, tmpls := listURIs(t, s)
+			if diff := cmp.Diff(sorted(wantResources), sorted(res)); diff != "" {
+				t.Errorf("resources/list (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(sorted(wantTemplates), sorted(tmpls)); diff != "" {
+				t.Errorf("resources/templates/list (-want +got):\n%s", diff)
+			}
+			// A server the config does not name (one the admin API
+			// added) comes after those it names: it is namespaced, and
+			// changes no other's form.
+			m.Set(late())
+			res, _ = listURIs(t, s)
+			want := append(append([]string(nil), wantResources...), "mcp+late+late://y")
+			if diff := cmp.Diff(sorted(want), sorted(res)); diff != "" {
+				t.Errorf("resources/list after a server outside the config came (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBareServer(t *testing.T) {
+	modes := map[string]string{"al": config.NamespaceAlways, "nv": config.NamespaceNever}
+	settings := func(server string) serverSettings {
+		if m, ok := modes[server]; ok {
+			return serverSettings{namespace: m}
+		}
+		return serverSettings{namespace: config.NamespaceAuto}
+	}
+	tests := []struct {
+		order []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"z", "a"}, "z"},
+		{[]string{"al", "z", "a"}, "z"},
+		{[]string{"al"}, ""},
+		{[]string{"nv", "z"}, "nv"}, // never is bare itself: no auto server is
+		{[]string{"al", "nv", "z"}, "nv"},
+	}
+	for _, tt := range tests {
+		if got := bareServer(tt.order, settings); got != tt.want {
+			t.Errorf("bareServer(%q) = %q, want %q", tt.order, got, tt.want)
+		}
 	}
 }

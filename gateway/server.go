@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +64,8 @@ type Options struct {
 	// Servers are the configured servers, for their per-server options:
 	// prefix mode, resource namespace, tool options and timeout. A server
 	// the upstreams report that is not here gets the gateway's settings.
+	// Their order, then the names of the other servers, is the order
+	// that resource namespace auto follows (config.NamespaceAuto).
 	Servers []config.Server
 	// Naming sets how tool and prompt names are exposed. Zero fields take
 	// the config defaults (prefix mode always, "mcp", "__", 64).
@@ -140,10 +141,6 @@ type Server struct {
 	rebuildMu sync.Mutex // serializes rebuilds; guards the fields below
 	seqs      map[string]map[naming.Ref]uint64
 	nextSeq   uint64
-	schemes   map[string]map[string]bool // scheme -> servers seen using it
-	// autoNS holds the auto-namespacing decision of each (server, scheme),
-	// made once when the server is first seen using the scheme.
-	autoNS    map[string]map[string]bool
 	reported  map[string]bool // problems already logged
 	stopWatch func()
 
@@ -288,8 +285,6 @@ func New(opts Options) (*Server, error) {
 			MaxLength: opts.Naming.MaxLength,
 		},
 		seqs:     map[string]map[naming.Ref]uint64{},
-		schemes:  map[string]map[string]bool{},
-		autoNS:   map[string]map[string]bool{},
 		reported: map[string]bool{},
 		watchers: map[int]func(Change){},
 		sinks:    map[string]func(string, json.RawMessage){},
@@ -498,44 +493,27 @@ func jsonEqualBytes(a, b []byte) bool { return string(a) == string(b) }
 // (rebuildMu held).
 func (s *Server) buildLocked(version uint64) *catalog {
 	servers := s.opts.Upstreams.Servers()
-	// Auto namespacing: a (server, scheme) seen for the first time is
-	// namespaced when another server was already seen using the scheme;
-	// servers first seen in the same build are taken in name order.
+	// The config's order: the configured servers, then the others (which
+	// the admin API registered) by name. Servers lists every registered
+	// server, running or not, so the order does not depend on which
+	// runs first.
+	order := make([]string, 0, len(s.opts.Servers)+len(servers))
+	configured := make(map[string]bool, len(s.opts.Servers))
+	for _, sc := range s.opts.Servers {
+		order = append(order, sc.Name)
+		configured[sc.Name] = true
+	}
 	for _, st := range servers {
-		for _, objs := range [][]json.RawMessage{st.Resources, st.Templates} {
-			for _, raw := range objs {
-				u, ok := stringMember(raw, "uri", "uriTemplate")
-				if !ok {
-					continue
-				}
-				sch := scheme(u)
-				if s.autoNS[st.Name] == nil {
-					s.autoNS[st.Name] = map[string]bool{}
-				}
-				if _, decided := s.autoNS[st.Name][sch]; !decided {
-					others := len(s.schemes[sch])
-					if s.schemes[sch][st.Name] {
-						others--
-					}
-					s.autoNS[st.Name][sch] = others > 0
-				}
-				if s.schemes[sch] == nil {
-					s.schemes[sch] = map[string]bool{}
-				}
-				s.schemes[sch][st.Name] = true
-			}
+		if !configured[st.Name] {
+			order = append(order, st.Name)
 		}
 	}
-	autoNS := make(map[string]map[string]bool, len(s.autoNS))
-	for server, m := range s.autoNS {
-		autoNS[server] = maps.Clone(m)
-	}
 	cat := buildCatalog(servers, version, catalogInput{
-		settings: s.settingsOf,
-		naming:   s.naming,
-		prefix:   s.opts.Naming.Prefix,
-		seq:      s.seqLocked,
-		autoNS:   func(server, sch string) bool { return autoNS[server][sch] },
+		settings:   s.settingsOf,
+		naming:     s.naming,
+		prefix:     s.opts.Naming.Prefix,
+		seq:        s.seqLocked,
+		bareServer: bareServer(order, s.settingsOf),
 		hostsTasks: func(server string) bool {
 			sc := s.serverConfig(server)
 			return s.opts.TaskConfig.HostsTasks(&sc)

@@ -750,3 +750,115 @@ func BenchmarkToolsListACL(b *testing.B) {
 		})
 	}
 }
+
+// A deny rule on a resource holds however the client spells the URI: in
+// the namespaced or the server's own form (whichever form the rule is
+// written in and whichever the server is listed under), with dot
+// segments, repeated or trailing slashes, another case of scheme or host,
+// or percent-encoded unreserved characters. What reaches the server is
+// the normalized URI (its own listed spelling when it lists it), and a
+// refused read reaches no server.
+func TestACL_ResourceSpellings(t *testing.T) {
+	var u uriServer
+	m := upstreamtest.NewManager(
+		// files serves any path (like a file server, it would resolve
+		// dot segments and repeated slashes itself).
+		u.server("files", []string{"file:///docs/a.md", "file:///secret/key"}, []string{"file:///{+path}"}),
+		u.server("notes", []string{"file:///notes/n1", "memo://secret", "memo://public"}, []string{"memo://{id}"}),
+	)
+	s := newCore(t, m, Options{
+		Servers: []config.Server{{Name: "files"}, {Name: "notes"}}, // files bare, notes namespaced
+		ACL: config.ACL{Rules: []config.ACLRule{
+			{Effect: config.ACLAllow, Servers: []string{"*"}},
+			{Effect: config.ACLDeny, Principals: []string{"bob"}, Resources: []string{
+				"file:///secret/key",      // the own form of a bare server's URI
+				"mcp+notes+memo://secret", // the namespaced form
+				"file:///notes/n1",        // the own form of a namespaced server's URI
+				"memo://{id}",             // a template, in its own form
+			}},
+		}},
+	})
+	tests := []struct {
+		uri string
+		// forward is what the server gets; "" when bob is refused.
+		server, forward string
+	}{
+		{uri: "file:///secret/key"},
+		{uri: "file:///secret/./key"},
+		{uri: "file:///docs/../secret/key"},
+		{uri: "file:///secret//key"},
+		{uri: "file:////secret/key"},
+		{uri: "file:///secret/key/"},
+		{uri: "file:///secret/key//"},
+		{uri: "FILE:///secret/key"},
+		{uri: "file:///secret/%6Bey"},
+		{uri: "file:///secret/%6bey"},
+		{uri: "file:///%73ecret/key"},
+		{uri: "file:///secret/%2E/key"},
+		{uri: "file:///secret/%2e%2e/secret/key"},
+		{uri: "mcp+files+file:///secret/key"},
+		{uri: "mcp+files+file:///secret/./key"},
+		{uri: "mcp+files+file:///secret//key"},
+		{uri: "mcp+files+file:///secret/key/"},
+		{uri: "mcp+files+FILE:///secret/key"},
+		{uri: "mcp+notes+memo://secret"},
+		{uri: "mcp+notes+memo://secret/"},
+		{uri: "mcp+notes+memo://SECRET"},
+		{uri: "mcp+notes+MEMO://secret"},
+		{uri: "mcp+notes+memo://secret/."},
+		{uri: "memo://secret"}, // the own form of a namespaced URI
+		{uri: "memo://Secret"},
+		{uri: "mcp+notes+file:///notes/n1"},
+		{uri: "mcp+notes+file:///notes//n1"},
+		{uri: "mcp+notes+file:///notes/./n1/"},
+		// Allowed, normalized on the way.
+		{uri: "file:///docs/a.md", server: "files", forward: "file:///docs/a.md"},
+		{uri: "file:///docs/./a.md", server: "files", forward: "file:///docs/a.md"},
+		{uri: "FILE:///docs/%61.md", server: "files", forward: "file:///docs/a.md"},
+		{uri: "mcp+files+file:///x/../docs/a.md", server: "files", forward: "file:///docs/a.md"},
+		// Repeated slashes are not an RFC 3986 equivalence: a server may
+		// tell them apart, so they are forwarded as they are.
+		{uri: "file:///docs//a.md", server: "files", forward: "file:///docs//a.md"},
+		{uri: "file:///docs/a.md/", server: "files", forward: "file:///docs/a.md/"},
+		{uri: "mcp+notes+memo://public", server: "notes", forward: "memo://public"},
+		{uri: "mcp+notes+memo://PUBLIC", server: "notes", forward: "memo://public"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.uri, func(t *testing.T) {
+			u.reset()
+			_, err := s.Handle(context.Background(), as(bob, "resources/read", fmt.Sprintf(`{"uri":%q}`, tt.uri)))
+			if tt.server == "" {
+				assertCode(t, err, CodeForbidden, "is not allowed")
+				if got := u.recorded(); len(got) != 0 {
+					t.Errorf("a refused read reached the servers: %q", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if want := []string{tt.server + " resources/read " + tt.forward}; !slices.Equal(u.recorded(), want) {
+				t.Errorf("the servers got %q, want %q", u.recorded(), want)
+			}
+		})
+	}
+	// Completion of the denied template, in either form.
+	for _, ref := range []string{"memo://{id}", "mcp+notes+memo://{id}"} {
+		u.reset()
+		_, err := s.Handle(context.Background(), as(bob, "completion/complete", fmt.Sprintf(`{"ref":{"type":"ref/resource","uri":%q},"argument":{"name":"id","value":""}}`, ref)))
+		assertCode(t, err, CodeForbidden, "is not allowed")
+		if got := u.recorded(); len(got) != 0 {
+			t.Errorf("a refused completion reached the servers: %q", got)
+		}
+	}
+	// The lists agree with the reads: bob is shown none of the denied
+	// URIs, in any form.
+	names, _ := listAll(t, s, bob, "resources/list")
+	if want := []string{"file:///docs/a.md", "mcp+notes+memo://public"}; !slices.Equal(names, want) {
+		t.Errorf("bob's resources/list = %q, want %q", names, want)
+	}
+	names, _ = listAll(t, s, bob, "resources/templates/list")
+	if want := []string{"file:///{+path}"}; !slices.Equal(names, want) {
+		t.Errorf("bob's resources/templates/list = %q, want %q", names, want)
+	}
+}

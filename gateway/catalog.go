@@ -32,12 +32,14 @@ type catalog struct {
 	// task support.
 	taskSupport map[naming.Ref]string
 
-	// Resource routing.
+	// Resource routing (resources.go). URIs are indexed in their
+	// normalized form (normalizeURI).
 	prefix     string
 	namespaced map[string]bool        // by server: are its URIs exposed namespaced?
-	bareURIs   map[string][]string    // exposed bare URI -> servers
-	origURIs   map[string][]string    // original URI -> servers (every server)
-	tmpls      map[string][]*template // server -> its templates (original form)
+	bareURIs   map[string][]string    // URI exposed bare -> servers
+	origURIs   map[string][]string    // URI -> servers (every server)
+	ownURIs    map[ownURI]string      // (server, URI) -> the server's own spelling of it
+	tmpls      map[string][]*template // server -> its templates
 
 	// problems are what the build noticed, per server: clashing names,
 	// tools left out.
@@ -62,6 +64,9 @@ type item struct {
 	uri    string          // a resource's URI or a template, as the server gives it; "" for tools and prompts
 	raw    json.RawMessage // the upstream's object with its name or URI rewritten
 }
+
+// ownURI names a server's resource by its normalized URI.
+type ownURI struct{ server, uri string }
 
 func newList(field string, items []item) *list {
 	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
@@ -129,6 +134,7 @@ func buildCatalog(servers []upstream.Status, version uint64, in catalogInput, lo
 		namespaced:  map[string]bool{},
 		bareURIs:    map[string][]string{},
 		origURIs:    map[string][]string{},
+		ownURIs:     map[ownURI]string{},
 		tmpls:       map[string][]*template{},
 		problems:    map[string][]string{},
 		taskSupport: map[naming.Ref]string{},
@@ -250,14 +256,20 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 				c.problems[st.Name] = append(c.problems[st.Name], "a resource without a uri was left out")
 				continue
 			}
-			c.origURIs[uri] = appendOnce(c.origURIs[uri], st.Name)
+			norm := normalizeURI(uri)
+			if own, dup := c.ownURIs[ownURI{st.Name, norm}]; dup && own != uri {
+				c.problems[st.Name] = append(c.problems[st.Name], fmt.Sprintf("resources %q and %q are one URI; %q is read for both", own, uri, own))
+			} else {
+				c.ownURIs[ownURI{st.Name, norm}] = uri
+			}
+			c.origURIs[norm] = appendOnce(c.origURIs[norm], st.Name)
 			exposed := uri
-			if ns {
+			if c.exposedNamespaced(st.Name, uri) {
 				exposed = namespacedURI(c.prefix, st.Name, uri)
 				v, _ := json.Marshal(exposed)
 				raw, _ = rawjson.Set(raw, "uri", v)
 			} else {
-				c.bareURIs[uri] = appendOnce(c.bareURIs[uri], st.Name)
+				c.bareURIs[norm] = appendOnce(c.bareURIs[norm], st.Name)
 			}
 			if st.State == upstream.StateRunning {
 				resources = append(resources, item{key: exposed + "\x00" + st.Name, server: st.Name, uri: uri, raw: raw})
@@ -271,7 +283,7 @@ func (c *catalog) buildResources(servers []upstream.Status, in catalogInput) {
 			}
 			c.tmpls[st.Name] = append(c.tmpls[st.Name], compileTemplate(t))
 			exposed := t
-			if ns {
+			if c.exposedNamespaced(st.Name, t) {
 				exposed = namespacedURI(c.prefix, st.Name, t)
 				v, _ := json.Marshal(exposed)
 				raw, _ = rawjson.Set(raw, "uriTemplate", v)
@@ -296,10 +308,31 @@ func appendOnce(list []string, s string) []string {
 
 // exposeURI returns the form of server's URI the client sees.
 func (c *catalog) exposeURI(server, uri string) string {
-	if c.namespaced[server] {
+	if c.exposedNamespaced(server, uri) {
 		return namespacedURI(c.prefix, server, uri)
 	}
 	return uri
+}
+
+// exposedNamespaced reports whether server's URI (or template) uri is
+// exposed namespaced: every one of a server whose URIs are namespaced,
+// and, of any server, one that is itself in the namespaced form, which
+// shown as it is would read as another server's.
+func (c *catalog) exposedNamespaced(server, uri string) bool {
+	if c.namespaced[server] {
+		return true
+	}
+	_, _, ok := parseNamespaced(c.prefix, uri)
+	return ok
+}
+
+// ownURI returns server's own spelling of the normalized URI norm: the
+// one it listed, or norm when it listed none.
+func (c *catalog) ownURI(server, norm string) string {
+	if own, ok := c.ownURIs[ownURI{server, norm}]; ok {
+		return own
+	}
+	return norm
 }
 
 // upstreamTaskSupport returns a tool's own task support: its

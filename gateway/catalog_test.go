@@ -671,3 +671,116 @@ func TestBareServer(t *testing.T) {
 		}
 	}
 }
+
+// A bare URI that a result showed a principal is read on the server
+// whose result it was, even when another server lists the same URI
+// namespaced.
+func TestCatalog_SeenBeforeNamespacedListing(t *testing.T) {
+	var u uriServer
+	a := u.server("a", nil, nil)
+	a.Tools = raws(`{"name":"t","inputSchema":{"type":"object"}}`)
+	handle := a.Handle
+	a.Handle = func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+		if method == "tools/call" {
+			return json.RawMessage(`{"content":[{"type":"resource_link","uri":"note://1","name":"n"}]}`), nil
+		}
+		return handle(ctx, method, params, hooks)
+	}
+	m := upstreamtest.NewManager(a, u.server("b", []string{"note://1"}, nil))
+	s := newCore(t, m, Options{Servers: []config.Server{{Name: "a"}, {Name: "b"}}})
+	read := func(principal string) []string {
+		t.Helper()
+		u.reset()
+		if _, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: principal, Params: json.RawMessage(`{"uri":"note://1"}`)}); err != nil {
+			t.Fatalf("reading note://1 as %s: %v", principal, err)
+		}
+		return u.recorded()
+	}
+	if _, err := s.Handle(context.Background(), &Request{Method: "tools/call", Principal: "p1", Params: json.RawMessage(`{"name":"mcp__a__t"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := read("p1"), []string{"a resources/read note://1"}; !cmp.Equal(want, got) {
+		t.Errorf("p1, shown note://1 by a, reached %q, want %q", got, want)
+	}
+	// Another principal was shown nothing: the only server that lists
+	// it, namespaced, has it.
+	if got, want := read("p2"), []string{"b resources/read note://1"}; !cmp.Equal(want, got) {
+		t.Errorf("p2 reached %q, want %q", got, want)
+	}
+}
+
+// Every resource and resource template the gateway lists can be read
+// (a template: an expansion of it) and completed in exactly the form it
+// is listed in, and reaches the server that listed it under the server's
+// own URI, when two servers share a scheme and even a template.
+func TestCatalog_ListedFormsWork(t *testing.T) {
+	const tmpl = "demo://resource/dynamic/text/{resourceId}"
+	tests := []struct {
+		name    string
+		servers []config.Server
+		global  string
+	}{
+		{name: "auto", global: config.NamespaceAuto, servers: []config.Server{{Name: "b"}, {Name: "a"}}},
+		{name: "always", global: config.NamespaceAlways, servers: []config.Server{{Name: "a"}, {Name: "b"}}},
+		{name: "one never, one auto", global: config.NamespaceAuto, servers: []config.Server{
+			{Name: "a", Resources: config.ServerResources{Namespace: config.NamespaceNever}}, {Name: "b"}}},
+		{name: "servers outside the config", global: config.NamespaceAuto},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var u uriServer
+			m := upstreamtest.NewManager(
+				// mcp+b+demo://x is a's own URI, whatever it looks like.
+				u.server("a", []string{"demo://resource/static/1", "demo://resource/static/a", "mcp+b+demo://x"}, []string{tmpl, "a-only://{x}"}),
+				u.server("b", []string{"demo://resource/static/1"}, []string{tmpl}),
+			)
+			s := newCore(t, m, Options{Servers: tt.servers, Resources: config.Resources{Namespace: tt.global}})
+			resources, templates := listItems(t, s)
+			seen := map[string]int{}
+			for _, it := range resources {
+				uri := it.listed
+				seen[uri]++
+				u.reset()
+				res, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: Anonymous, Params: json.RawMessage(fmt.Sprintf(`{"uri":%q}`, uri))})
+				if err != nil {
+					t.Errorf("reading listed %s: %v", uri, err)
+					continue
+				}
+				if want := []string{it.server + " resources/read " + it.own}; !cmp.Equal(want, u.recorded()) {
+					t.Errorf("reading listed %s reached %q, want %q", uri, u.recorded(), want)
+				}
+				if want := fmt.Sprintf(`{"contents":[{"uri":%q,"text":%q}]}`, uri, it.server); string(res.Body) != want {
+					t.Errorf("reading listed %s = %s, want %s", uri, res.Body, want)
+				}
+			}
+			for _, it := range templates {
+				lt := it.listed
+				seen[lt]++
+				u.reset()
+				_, err := s.Handle(context.Background(), &Request{Method: "completion/complete", Principal: Anonymous,
+					Params: json.RawMessage(fmt.Sprintf(`{"ref":{"type":"ref/resource","uri":%q},"argument":{"name":"resourceId","value":"1"}}`, lt))})
+				if err != nil {
+					t.Errorf("completing listed template %s: %v", lt, err)
+				} else if want := []string{it.server + " completion/complete " + it.own}; !cmp.Equal(want, u.recorded()) {
+					t.Errorf("completing listed template %s reached %q, want %q", lt, u.recorded(), want)
+				}
+				expand := strings.NewReplacer("{resourceId}", "7", "{x}", "7")
+				uri := expand.Replace(lt)
+				u.reset()
+				if _, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: Anonymous, Params: json.RawMessage(fmt.Sprintf(`{"uri":%q}`, uri))}); err != nil {
+					t.Errorf("reading %s of listed template %s: %v", uri, lt, err)
+				} else if want := []string{it.server + " resources/read " + expand.Replace(it.own)}; !cmp.Equal(want, u.recorded()) {
+					t.Errorf("reading %s of listed template %s reached %q, want %q", uri, lt, u.recorded(), want)
+				}
+			}
+			for uri, n := range seen {
+				if n > 1 {
+					t.Errorf("%s is listed %d times", uri, n)
+				}
+			}
+			if len(resources) != 4 || len(templates) != 3 {
+				t.Errorf("listed %q and %q, want 4 resources and 3 templates", resources, templates)
+			}
+		})
+	}
+}

@@ -15,84 +15,125 @@ import (
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
-// Resource routing. A client names a resource by the URI it was shown:
+// Resource routing. A client names a resource by the URI it was shown,
+// which is normalized first (normalizeURI: FILE:///a/./b is file:///a/b):
 //
 //	mcp+files+file:///a  namespaced: the server is in the URI
 //	file:///a            bare: found by, in order,
 //	                       1. the servers that list it bare,
-//	                       2. the servers that list it at all (a client may
-//	                          hold a bare URI from before the server's URIs
-//	                          were namespaced),
-//	                       3. the servers with a template it matches,
-//	                       4. the server whose result showed it to this
-//	                          principal (a resource_link need not be listed).
+//	                       2. the servers that list a template it matches
+//	                          bare,
+//	                       3. the server whose result showed it, bare, to
+//	                          this principal (a resource_link need not be
+//	                          listed),
+//	                       4. the servers that list it at all, then those
+//	                          with a template it matches (a client may
+//	                          hold the bare form of a URI that a server
+//	                          lists namespaced).
 //
 // One candidate routes; several are -32602 naming them, so the client can
-// use a namespaced form or the admin can switch namespacing on.
+// use a namespaced form or the admin can switch namespacing on. The first
+// three steps only know the forms the gateway shows, so whatever it lists
+// bare is found on the server that listed it, even when another server
+// offers the same URI or template namespaced.
+//
+// The server gets its own spelling of the URI when it listed the URI
+// (ownURI), else the normalized URI.
 
 // routeURI finds the server of a resource URI and the server's own URI.
 func (s *Server) routeURI(cat *catalog, principal, uri string) (server, orig string, err error) {
-	if server, orig, ok := parseNamespaced(cat.prefix, uri); ok {
+	if server, inner, ok := parseNamespaced(cat.prefix, uri); ok {
 		if _, known := cat.namespaced[server]; !known {
 			return "", "", invalidParams("unknown resource %q: no server named %q is behind this gateway", uri, server)
 		}
-		return server, orig, nil
+		return server, cat.ownURI(server, normalizeURI(inner)), nil
 	}
-	pick := func(servers []string) (string, error) {
+	norm := normalizeURI(uri)
+	route := func(servers []string) (string, string, error) {
 		if len(servers) == 1 {
-			return servers[0], nil
+			return servers[0], cat.ownURI(servers[0], norm), nil
 		}
 		sorted := append([]string(nil), servers...)
 		sort.Strings(sorted)
-		return "", jsonrpc.NewError(jsonrpc.CodeInvalidParams,
-			fmt.Sprintf("ambiguous resource %q: servers %s all offer it; read it under its namespaced form (%s) or ask the operator to set resources.namespace", uri, strings.Join(quoteAll(sorted), ", "), namespacedURI(cat.prefix, sorted[0], uri)),
+		return "", "", jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("ambiguous resource %q: servers %s all offer it; read it under its namespaced form (%s) or ask the operator to set resources.namespace", uri, strings.Join(quoteAll(sorted), ", "), namespacedURI(cat.prefix, sorted[0], norm)),
 			map[string]any{"servers": sorted})
 	}
-	if servers := cat.bareURIs[uri]; len(servers) > 0 {
-		server, err := pick(servers)
-		return server, uri, err
+	if servers := cat.bareURIs[norm]; len(servers) > 0 {
+		return route(servers)
 	}
-	if servers := cat.origURIs[uri]; len(servers) > 0 {
-		server, err := pick(servers)
-		return server, uri, err
+	if servers := cat.templateServers(norm, true); len(servers) > 0 {
+		return route(servers)
 	}
-	var matched []string
-	for _, name := range sortedKeys(cat.tmpls) {
-		for _, t := range cat.tmpls[name] {
-			if t.match(uri) {
-				matched = append(matched, name)
-				break
-			}
-		}
+	if seen, ok := s.seen.Get(seenKey{principal, norm}); ok {
+		return seen.server, seen.uri, nil
 	}
-	if len(matched) > 0 {
-		server, err := pick(matched)
-		return server, uri, err
+	if servers := cat.origURIs[norm]; len(servers) > 0 {
+		return route(servers)
 	}
-	if server, ok := s.seen.Get(seenKey{principal, uri}); ok {
-		return server, uri, nil
+	if servers := cat.templateServers(norm, false); len(servers) > 0 {
+		return route(servers)
 	}
 	return "", "", invalidParams("unknown resource %q: it is not in resources/list, matches no resource template, and was not in a result you got", uri)
 }
 
-// routeTemplate finds the server of a completion ref/resource URI (a
-// template or a resource URI).
-func (s *Server) routeTemplate(cat *catalog, uri string) (server, orig string, err error) {
-	if server, orig, ok := parseNamespaced(cat.prefix, uri); ok {
-		return server, orig, nil
-	}
-	var exact []string
-	for _, name := range sortedKeys(cat.tmpls) {
-		for _, t := range cat.tmpls[name] {
-			if t != nil && t.raw == uri {
-				exact = append(exact, name)
+// templateServers returns, in name order, the servers with a template
+// that the normalized URI uri matches: of the servers whose URIs are
+// exposed bare when bare is set, else of all.
+func (c *catalog) templateServers(uri string, bare bool) []string {
+	var out []string
+	for _, name := range sortedKeys(c.tmpls) {
+		if bare && c.namespaced[name] {
+			continue
+		}
+		for _, t := range c.tmpls[name] {
+			if t.match(uri) {
+				out = append(out, name)
 				break
 			}
 		}
 	}
+	return out
+}
+
+// routeTemplate finds the server of a completion ref/resource URI (a
+// template or a resource URI) and the server's own spelling of it. A
+// template is found by its normalized form among the templates listed
+// bare, then among all; anything else is routed as a resource URI.
+func (s *Server) routeTemplate(cat *catalog, uri string) (server, orig string, err error) {
+	find := func(servers []string, norm string, bare bool) (exact []string, own string) {
+		for _, name := range servers {
+			if bare && cat.namespaced[name] {
+				continue
+			}
+			for _, t := range cat.tmpls[name] {
+				if t.norm == norm {
+					exact = append(exact, name)
+					own = t.raw
+					break
+				}
+			}
+		}
+		return exact, own
+	}
+	if server, inner, ok := parseNamespaced(cat.prefix, uri); ok {
+		if _, known := cat.namespaced[server]; !known {
+			return "", "", invalidParams("unknown resource template %q: no server named %q is behind this gateway", uri, server)
+		}
+		if exact, own := find([]string{server}, normalizeURI(inner), false); len(exact) == 1 {
+			return server, own, nil
+		}
+		return s.routeURI(cat, "", uri)
+	}
+	norm := normalizeURI(uri)
+	servers := sortedKeys(cat.tmpls)
+	exact, own := find(servers, norm, true)
+	if len(exact) == 0 {
+		exact, own = find(servers, norm, false)
+	}
 	switch len(exact) {
 	case 1:
-		return exact[0], uri, nil
+		return exact[0], own, nil
 	case 0:
 		return s.routeURI(cat, "", uri)
 	default:
@@ -305,7 +346,7 @@ func (s *Server) exposeMember(cat *catalog, principal, server string, obj json.R
 	}
 	exposed := cat.exposeURI(server, uri)
 	if exposed == uri {
-		s.seen.Add(seenKey{principal, uri}, server)
+		s.seen.Add(seenKey{principal, normalizeURI(uri)}, seenURI{server: server, uri: uri})
 		return obj, false
 	}
 	out, err := setString(obj, key, exposed)
@@ -560,3 +601,7 @@ func (s *Server) subscribers(server string, who upstream.Caller, uri string) []f
 	}
 	return out
 }
+
+// seenURI is a bare URI of a result: its server and the server's own
+// spelling.
+type seenURI struct{ server, uri string }

@@ -145,8 +145,9 @@ type Server struct {
 	stopWatch func()
 
 	// seen remembers, per principal, which server a bare URI in a result
-	// came from, so that a later resources/read of it finds its server.
-	seen *lru.Cache[seenKey, string]
+	// came from (by its normalized form), so that a later resources/read
+	// of it finds its server.
+	seen *lru.Cache[seenKey, seenURI]
 
 	subs   subscriptions
 	relay  relay
@@ -260,7 +261,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	seen, _ := lru.New[seenKey, string](maxSeenURIs)
+	seen, _ := lru.New[seenKey, seenURI](maxSeenURIs)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

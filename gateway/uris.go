@@ -328,18 +328,22 @@ func scheme(uri string) string {
 // template is a compiled RFC 6570 URI template, for routing a concrete URI
 // to the server whose template it matches. Matching is a routing aid, not
 // a full reverse expansion: each expression matches what its operator can
-// expand to.
+// expand to. It matches normalized URIs (normalizeURI): it is compiled
+// from the normalized template.
 type template struct {
-	raw string
-	re  *regexp.Regexp
+	raw  string // as the server gives it
+	norm string // normalizeURI(raw)
+	re   *regexp.Regexp
 }
 
 // compileTemplate compiles t; a malformed template (an unclosed brace)
-// gives nil, which matches nothing.
+// gives one that matches nothing.
 func compileTemplate(t string) *template {
+	norm := normalizeURI(t)
+	out := &template{raw: t, norm: norm}
 	var b strings.Builder
 	b.WriteString("^")
-	rest := t
+	rest := norm
 	for rest != "" {
 		i := strings.IndexByte(rest, '{')
 		if i < 0 {
@@ -349,7 +353,7 @@ func compileTemplate(t string) *template {
 		b.WriteString(regexp.QuoteMeta(rest[:i]))
 		j := strings.IndexByte(rest[i:], '}')
 		if j < 0 {
-			return nil
+			return out
 		}
 		expr := rest[i+1 : i+j]
 		rest = rest[i+j+1:]
@@ -377,12 +381,14 @@ func compileTemplate(t string) *template {
 	b.WriteString("$")
 	re, err := regexp.Compile(b.String())
 	if err != nil {
-		return nil
+		return out
 	}
-	return &template{raw: t, re: re}
+	out.re = re
+	return out
 }
 
-// match reports whether uri is an expansion of the template.
+// match reports whether the normalized URI uri is an expansion of the
+// template.
 func (t *template) match(uri string) bool {
-	return t != nil && t.re.MatchString(uri)
+	return t.re != nil && t.re.MatchString(uri)
 }

@@ -30,9 +30,10 @@
 // sent its progress token, and a server request or another call-scoped
 // notification to the only call in flight with hooks, if there is exactly
 // one (DESIGN decision 5). Anything else goes to the Client's
-// OnNotification and OnRequest; the Manager's OnRequest answers for the
-// gateway (ping, elicitation cancel, roots from config, errors) and logs
-// it.
+// OnNotification and OnRequest; the Manager's OnRequest answers ping and
+// hands the rest, naming the caller whose upstream session it came on, to
+// the gateway's RequestFunc (see answer.go), which asks the client that
+// owns that session or has AnswerForClient answer for it.
 //
 // # Telemetry
 //

@@ -72,13 +72,21 @@ type Status struct {
 	// per_principal or per_session server holds for its callers, besides
 	// the one that reads its lists.
 	Sessions int `json:"sessions"`
+	// LastAnswered is the last request of the server that the gateway
+	// answered itself for a client (see AnswerForClient); nil before the
+	// first.
+	LastAnswered *Answered `json:"last_answered,omitempty"`
 }
 
 // DefaultCapabilities are the client capabilities a Manager's clients
 // declare when ManagerOptions.Capabilities is nil: the gateway relays
 // elicitation (form and URL), sampling (with tools) and roots to whichever
 // of its own clients declared them, and answers the server itself
-// otherwise (PROTOCOL.md point 2).
+// otherwise (PROTOCOL.md point 2). Roots are declared with listChanged
+// only to the upstream sessions one client owns (pooled ones, and a
+// single_user server's), whose client's notifications/roots/list_changed
+// the gateway passes on; the others get roots from config, which do not
+// change while the session lasts.
 const DefaultCapabilities = `{"elicitation":{"form":{},"url":{}},"sampling":{"tools":{}},"roots":{"listChanged":true}}`
 
 // ManagerOptions configures a Manager.
@@ -143,8 +151,9 @@ type ManagerOptions struct {
 //	         EndSession
 //
 // Every client gets its credentials from the CredentialProvider, writes to
-// the server's log file, and has the server's requests that no call can
-// take answered by the gateway (see defaultHandler).
+// the server's log file, and hands the server's requests that no call can
+// take to the RequestFunc of HandleRequests, or has the gateway answer
+// them (see AnswerForClient).
 type Manager struct {
 	opts   ManagerOptions
 	logger *slog.Logger
@@ -169,6 +178,14 @@ type Manager struct {
 	started  bool
 	closed   bool
 	level    string // the level of SetLogLevel, "" for none
+	// requests answers the servers' requests outside any call (see
+	// HandleRequests); requestsID tells its registration from a later
+	// one.
+	requests            RequestFunc
+	requestsID, nextReq int
+	// staticCaps are opts.Capabilities with roots declared without
+	// listChanged, for the upstream sessions no one client owns.
+	staticCaps json.RawMessage
 	// reapEvery is the reaper's interval, 0 while no reaper runs;
 	// reapNudge hands it a shorter one (see reapLocked).
 	reapEvery time.Duration
@@ -253,6 +270,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		watchers:  make(map[int]func(Event)),
 		reapNudge: make(chan time.Duration, 1),
 	}
+	m.staticCaps = withoutRootsListChanged(opts.Capabilities)
 	for _, s := range opts.Servers {
 		m.servers[s.Name] = m.newEntry(s, m.newLog(s.Name))
 	}

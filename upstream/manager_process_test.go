@@ -272,7 +272,9 @@ func TestManager_StdioLogFile(t *testing.T) {
 
 // TestManager_StdioAttribution covers server requests over stdio, where
 // nothing ties them to a call: the only call in flight with hooks answers
-// them; with two, or none, the gateway does, from the server's config.
+// them; with two, or none, the gateway does (no RequestFunc is
+// registered here), from the server's config, and logs it: roots/list,
+// which servers ask at every start, at debug only.
 func TestManager_StdioAttribution(t *testing.T) {
 	logs := newLogRecorder()
 	withRoots := fakeServerConfig(t, "")
@@ -299,8 +301,8 @@ func TestManager_StdioAttribution(t *testing.T) {
 		{name: "elicitation, two calls", server: "fake", tool: "elicit", hooks: true, other: true, want: `{"action":"cancel"}`},
 		{name: "roots, two calls", server: "fake", tool: "roots", hooks: true, other: true, want: `{"roots":[{"uri":"file:///work","name":"work"},{"uri":"file:///tmp"}]}`},
 		{name: "roots, a call without hooks", server: "fake", tool: "roots", want: `{"roots":[{"uri":"file:///work","name":"work"},{"uri":"file:///tmp"}]}`},
-		{name: "roots, none configured", server: "bare", tool: "roots", want: `error {"code":-32603,"message":"mcpgw cannot tell which client this request is for, and no roots are configured for this server"}`},
-		{name: "sampling, no hooks", server: "fake", tool: "sample", want: `error {"code":-32603,"message":"mcpgw cannot tell which client this request is for"}`},
+		{name: "roots, none configured", server: "bare", tool: "roots", want: `{"roots":[]}`},
+		{name: "sampling, no hooks", server: "fake", tool: "sample", want: `error {"code":-32603,"message":"mcpgw has no client to ask for sampling/createMessage: no client can take requests outside a call"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -328,13 +330,13 @@ func TestManager_StdioAttribution(t *testing.T) {
 		})
 	}
 	var methods []string
-	for _, r := range logs.find("answering a server request that no client can take") {
-		methods = append(methods, r.attrs["server"]+" "+r.attrs["method"])
+	for _, r := range logs.find("answering a server request for a client") {
+		methods = append(methods, r.level.String()+" "+r.attrs["server"]+" "+r.attrs["method"])
 		if _, ok := r.attrs["params"]; ok {
 			t.Errorf("logged the params: %v", r.attrs)
 		}
 	}
-	want := []string{"fake elicitation/create", "fake roots/list", "fake roots/list", "bare roots/list", "fake sampling/createMessage"}
+	want := []string{"INFO fake elicitation/create", "DEBUG fake roots/list", "DEBUG fake roots/list", "DEBUG bare roots/list", "INFO fake sampling/createMessage"}
 	if diff := cmp.Diff(want, methods); diff != "" {
 		t.Errorf("gateway answers logged (-want +got):\n%s", diff)
 	}

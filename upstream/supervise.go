@@ -296,9 +296,10 @@ func describe(srv config.Server) string {
 	}
 }
 
-// dial makes a client of e's server for principal (its credentials from
-// the provider), not yet connected, and the client's view of the server's
-// log. label names a pooled client in the server's log.
+// dial makes a client of e's server for who (the principal's credentials
+// from the provider; zero for the base client), not yet connected, and
+// the client's view of the server's log. label names a pooled client in
+// the server's log.
 func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string) (*Client, *clientLog, error) {
 	cr, err := m.creds.Credentials(ctx, e.cfg, who.Principal)
 	if err != nil {
@@ -306,16 +307,20 @@ func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string) 
 	}
 	cl := newClientLog(e.log, label, cr)
 	name := e.cfg.Name
+	caps := m.opts.Capabilities
+	if !relaysRoots(e.cfg, who) {
+		caps = m.staticCaps
+	}
 	c, err := m.opts.newClient(withCredentials(e.cfg, cr), ClientOptions{
 		Name:            name,
 		Logger:          m.logger,
 		ClientInfo:      m.opts.ClientInfo,
-		Capabilities:    m.opts.Capabilities,
+		Capabilities:    caps,
 		MaxMessageBytes: m.opts.MaxMessageBytes,
 		HTTPClient:      m.opts.HTTPClient,
 		StopGrace:       m.opts.StopGrace,
 		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(e, who, n) },
-		OnRequest:       m.defaultHandler(e.cfg),
+		OnRequest:       m.requestHandler(e, who),
 		OnLog:           cl.sink(),
 	})
 	return c, cl, err
@@ -434,48 +439,6 @@ func (m *Manager) logFailure(e *entry, msg, errText string) {
 		return
 	}
 	m.logger.Error(msg, "server", e.cfg.Name, "err", errText)
-}
-
-// errNoClient is the message of the gateway's own answers to a server's
-// requests that it cannot hand to a client.
-const errNoClient = "mcpgw cannot tell which client this request is for"
-
-// defaultHandler answers the requests of srv that belong to no call, or to
-// more than one possible call (DESIGN decision 5): ping {}, elicitation
-// cancel, roots from srv's config, and errors for the rest. Each answer is
-// logged with the method, never the params.
-func (m *Manager) defaultHandler(srv config.Server) RequestHandler {
-	var roots json.RawMessage
-	if len(srv.Roots) > 0 {
-		type root struct {
-			URI  string `json:"uri"`
-			Name string `json:"name,omitempty"`
-		}
-		list := make([]root, len(srv.Roots))
-		for i, r := range srv.Roots {
-			list[i] = root{URI: r.URI, Name: r.Name}
-		}
-		roots, _ = json.Marshal(map[string]any{"roots": list})
-	}
-	name := srv.Name
-	return func(_ context.Context, msg *jsonrpc.Message) (json.RawMessage, error) {
-		if msg.Method == "ping" {
-			return json.RawMessage(`{}`), nil
-		}
-		m.logger.Info("answering a server request that no client can take", "server", name, "method", msg.Method)
-		switch msg.Method {
-		case "elicitation/create":
-			return json.RawMessage(`{"action":"cancel"}`), nil
-		case "sampling/createMessage":
-			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, errNoClient, nil)
-		case "roots/list":
-			if roots != nil {
-				return roots, nil
-			}
-			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, errNoClient+", and no roots are configured for this server", nil)
-		}
-		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not offer %s to this server", msg.Method)
-	}
 }
 
 // listKind is one of the lists a server may offer.

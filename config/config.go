@@ -171,8 +171,9 @@ type Config struct {
 	// InputTimeout bounds how long a client may take to answer a request
 	// the gateway relays to it for a server (elicitation/create,
 	// sampling/createMessage, roots/list). Then the server gets the
-	// gateway's own answer (elicitation: cancel; sampling, roots: an
-	// error) and the client a notifications/cancelled. While a call waits
+	// gateway's own answer (elicitation: cancel; sampling: an error;
+	// roots: the server's configured roots, or none) and the client a
+	// notifications/cancelled. While a call waits
 	// for such an answer its own timeout is paused. Default
 	// DefaultInputTimeout.
 	InputTimeout Duration `yaml:"input_timeout"`
@@ -634,8 +635,9 @@ type Server struct {
 	// Restart sets how a server that failed or exited is started again.
 	Restart Restart `yaml:"restart"`
 	// Roots answer roots/list for this server when no client can: the
-	// client did not declare roots, or the request cannot be attributed to
-	// one client. If empty, such a roots/list gets an error.
+	// client did not declare roots, or no one client owns the upstream
+	// session that asks (a shared one, say). If empty, such a roots/list
+	// gets an empty list.
 	Roots []Root `yaml:"roots"`
 	// HostTasks overrides Tasks.Host for this server: whether the gateway
 	// runs a task itself for a tool of this server that has no task

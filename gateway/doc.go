@@ -20,7 +20,9 @@
 // request's own stream), and Input, a callback for input requests
 // (elicitation, sampling, roots) that the edge answers its own way: a legacy
 // edge sends a server-to-client request on the session, a modern edge
-// returns an input_required result and resumes on the retry.
+// returns an input_required result and resumes on the retry. SessionInput
+// does the same for the requests an upstream session that the client's
+// session owns sends outside any call (see serverrequests.go).
 //
 // A Result is the result object as raw JSON plus its ResultType (complete,
 // input_required, task), the modern era's shape. The legacy edge drops the

@@ -257,47 +257,90 @@ func (s *Server) inputHandler(req *Request, server string, who upstream.Caller, 
 		default:
 			return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not relay %s", m.Method)
 		}
-		params := m.Params
-		// A request that belongs to a task names it by the server's id;
-		// the client knows it by ours (and the answer goes back under the
-		// server's).
-		upID, related := relatedTaskID(params)
-		params = s.retagTask(server, who, params)
-		if m.Method == "elicitation/create" {
-			if mode, _ := rawjson.String(params, "mode"); mode == "url" {
-				if !s.userBound(server) {
-					s.logger.Warn("refusing URL-mode elicitation from a shared server", "server", server, "session_id", req.Session)
-					timer.cancel(errURLElicitation)
-					return json.RawMessage(`{"action":"cancel"}`), nil
-				}
-				params = s.mintElicitation(server, params, req.SessionNotify)
+		if m.Method == "elicitation/create" && !s.userBound(server) {
+			if mode, _ := rawjson.String(m.Params, "mode"); mode == "url" {
+				s.logger.Warn("refusing URL-mode elicitation from a shared server", "server", server, "session_id", req.Session)
+				timer.cancel(errURLElicitation)
+				return json.RawMessage(`{"action":"cancel"}`), nil
 			}
-		}
-		if why := missingCapability(req.Client.Capabilities, m.Method, params); req.Input == nil || why != "" {
-			if why == "" {
-				why = "the client cannot be asked"
-			}
-			s.logger.Info("answering a server request for the client", "server", server, "method", m.Method, "session_id", req.Session, "why", why)
-			return s.defaultAnswer(server, m.Method)
 		}
 		timer.pause()
 		defer timer.resume()
-		ictx, cancel := context.WithTimeoutCause(ctx, s.opts.InputTimeout, errors.New("the client did not answer in time"))
-		defer cancel()
-		res, err := req.Input(ictx, m.Method, params)
-		if err == nil && related {
-			res = withRelatedTask(res, upID)
+		return s.ask(ctx, server, who, m, clientAsker{
+			session: req.Session,
+			caps:    req.Client.Capabilities,
+			input:   req.Input,
+			notify:  req.SessionNotify,
+			noInput: "the client's request cannot carry a request to it",
+		})
+	}
+}
+
+// clientAsker is one client as the core asks it for input.
+type clientAsker struct {
+	session string // for the log
+	caps    json.RawMessage
+	input   func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// notify gets notifications/elicitation/complete of a URL-mode
+	// elicitation.
+	notify func(method string, params json.RawMessage)
+	// noInput says why the client cannot be asked when input is nil.
+	noInput string
+}
+
+// errInputTimeout ends the wait for a client's answer at the input
+// timeout.
+var errInputTimeout = errors.New("the client did not answer in time")
+
+// ask relays a server's request m to a client, and the client's answer
+// back; when the client cannot be asked (it did not declare the
+// capability) or does not answer within the input timeout, the gateway
+// answers for it (AnswerForClient). A request that names a task by the
+// server's id names it by ours for the client, and the answer goes back
+// under the server's. ctx ends when the server cancels its request.
+func (s *Server) ask(ctx context.Context, server string, who upstream.Caller, m *jsonrpc.Message, a clientAsker) (json.RawMessage, error) {
+	params := m.Params
+	upID, related := relatedTaskID(params)
+	params = s.retagTask(server, who, params)
+	if m.Method == "elicitation/create" {
+		if mode, _ := rawjson.String(params, "mode"); mode == "url" {
+			params = s.mintElicitation(server, params, a.notify)
 		}
-		if err != nil {
-			var jerr *jsonrpc.Error
-			if errors.As(err, &jerr) {
-				return nil, jerr // the client's own error
-			}
-			s.logger.Info("no answer from the client; answering the server for it", "server", server, "method", m.Method, "session_id", req.Session, "err", context.Cause(ictx))
-			return s.defaultAnswer(server, m.Method)
+	}
+	why := missingCapability(a.caps, m.Method, params)
+	if why == "" && a.input == nil {
+		why = a.noInput
+	}
+	if why != "" {
+		return s.answerFor(server, m.Method, why)
+	}
+	ictx, cancel := context.WithTimeoutCause(ctx, s.opts.InputTimeout, errInputTimeout)
+	defer cancel()
+	res, err := a.input(ictx, m.Method, params)
+	if err == nil {
+		if related {
+			res = withRelatedTask(res, upID)
 		}
 		return res, nil
 	}
+	var jerr *jsonrpc.Error
+	if errors.As(err, &jerr) {
+		return nil, jerr // the client's own error
+	}
+	reason := "the client could not be asked"
+	if errors.Is(context.Cause(ictx), errInputTimeout) {
+		reason = "the client did not answer within input_timeout"
+	}
+	s.logger.Info("no answer from the client; answering the server for it", "server", server, "method", m.Method, "session_id", a.session, "err", err)
+	return s.answerFor(server, m.Method, reason)
+}
+
+// answerFor is the gateway's answer to a server's request for a client
+// that cannot be asked, for reason (DESIGN decision 5): elicitation is
+// cancelled, sampling an error, roots come from config or are an empty
+// list. The server's status shows it.
+func (s *Server) answerFor(server, method, reason string) (json.RawMessage, error) {
+	return s.opts.Upstreams.AnswerForClient(server, method, reason)
 }
 
 // missingCapability says why the client cannot be sent a request, or "".
@@ -314,61 +357,35 @@ func missingCapability(caps json.RawMessage, method string, params json.RawMessa
 	case "elicitation/create":
 		el, ok := has(caps, "elicitation")
 		if !ok {
-			return "it did not declare elicitation"
+			return "the client did not declare elicitation"
 		}
 		mode, _ := rawjson.String(params, "mode")
 		if mode == "url" {
 			if _, ok := has(el, "url"); !ok {
-				return "it did not declare elicitation.url"
+				return "the client did not declare elicitation.url"
 			}
 		} else if _, url := has(el, "url"); url {
 			// {"url":{}} alone declares URL mode only; {} means form.
 			if _, form := has(el, "form"); !form {
-				return "it declared URL-mode elicitation only"
+				return "the client declared URL-mode elicitation only"
 			}
 		}
 	case "sampling/createMessage":
 		sm, ok := has(caps, "sampling")
 		if !ok {
-			return "it did not declare sampling"
+			return "the client did not declare sampling"
 		}
 		if _, tools := has(params, "tools"); tools {
 			if _, ok := has(sm, "tools"); !ok {
-				return "it did not declare sampling.tools"
+				return "the client did not declare sampling.tools"
 			}
 		}
 	case "roots/list":
 		if _, ok := has(caps, "roots"); !ok {
-			return "it did not declare roots"
+			return "the client did not declare roots"
 		}
 	}
 	return ""
-}
-
-// defaultAnswer is what the gateway answers a server for a client that
-// cannot answer (DESIGN decision 5): elicitation is cancelled, sampling is
-// an error, roots come from config or are an error.
-func (s *Server) defaultAnswer(server, method string) (json.RawMessage, error) {
-	switch method {
-	case "elicitation/create":
-		return json.RawMessage(`{"action":"cancel"}`), nil
-	case "roots/list":
-		if roots := s.serverConfig(server).Roots; len(roots) > 0 {
-			type root struct {
-				URI  string `json:"uri"`
-				Name string `json:"name,omitempty"`
-			}
-			out := make([]root, len(roots))
-			for i, r := range roots {
-				out[i] = root{r.URI, r.Name}
-			}
-			b, _ := json.Marshal(map[string]any{"roots": out})
-			return b, nil
-		}
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw has no client to ask for roots and no roots configured for server %q", server)
-	default:
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw has no client that can answer %s for server %q", method, server)
-	}
 }
 
 // mintElicitation gives a URL-mode elicitation an id of ours, remembered

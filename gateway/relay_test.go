@@ -129,21 +129,27 @@ func TestRelay_InputRequests(t *testing.T) {
 		roots    []config.Root
 		want     string
 		asked    bool
+		// answered is what the gateway answered for the client, as the
+		// server's status shows it: answer and reason; "" when it did not.
+		answered string
 	}{
-		{"elicitation relayed", "elicitation/create", form, `{"elicitation":{}}`, `{"action":"accept","content":{"n":"x"}}`, nil, nil, `{"action":"accept","content":{"n":"x"}}`, true},
-		{"no elicitation capability: cancel", "elicitation/create", form, `{}`, "", nil, nil, `{"action":"cancel"}`, false},
-		{"url-only client is not asked a form", "elicitation/create", form, `{"elicitation":{"url":{}}}`, "", nil, nil, `{"action":"cancel"}`, false},
-		{"client's own error relayed", "elicitation/create", form, `{"elicitation":{"form":{}}}`, "", &jsonrpc.Error{Code: -1, Message: "user said no"}, nil, "error: jsonrpc error -1: user said no", true},
-		{"sampling relayed", "sampling/createMessage", `{"messages":[],"maxTokens":5}`, `{"sampling":{}}`, `{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}`, nil, nil, `{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}`, true},
-		{"sampling with tools needs sampling.tools", "sampling/createMessage", `{"messages":[],"maxTokens":5,"tools":[]}`, `{"sampling":{}}`, "", nil, nil, `error: jsonrpc error -32603: mcpgw has no client that can answer sampling/createMessage for server "s"`, false},
-		{"roots relayed", "roots/list", `{}`, `{"roots":{}}`, `{"roots":[{"uri":"file:///c"}]}`, nil, nil, `{"roots":[{"uri":"file:///c"}]}`, true},
-		{"roots from config", "roots/list", `{}`, `{}`, "", nil, []config.Root{{URI: "file:///srv", Name: "srv"}}, `{"roots":[{"uri":"file:///srv","name":"srv"}]}`, false},
-		{"roots: none", "roots/list", `{}`, `{}`, "", nil, nil, `error: jsonrpc error -32603: mcpgw has no client to ask for roots and no roots configured for server "s"`, false},
+		{"elicitation relayed", "elicitation/create", form, `{"elicitation":{}}`, `{"action":"accept","content":{"n":"x"}}`, nil, nil, `{"action":"accept","content":{"n":"x"}}`, true, ""},
+		{"no elicitation capability: cancel", "elicitation/create", form, `{}`, "", nil, nil, `{"action":"cancel"}`, false, "cancel: the client did not declare elicitation"},
+		{"url-only client is not asked a form", "elicitation/create", form, `{"elicitation":{"url":{}}}`, "", nil, nil, `{"action":"cancel"}`, false, "cancel: the client declared URL-mode elicitation only"},
+		{"client's own error relayed", "elicitation/create", form, `{"elicitation":{"form":{}}}`, "", &jsonrpc.Error{Code: -1, Message: "user said no"}, nil, "error: jsonrpc error -1: user said no", true, ""},
+		{"client could not be asked: cancel", "elicitation/create", form, `{"elicitation":{"form":{}}}`, "", errors.New("the session ended"), nil, `{"action":"cancel"}`, true, "cancel: the client could not be asked"},
+		{"sampling relayed", "sampling/createMessage", `{"messages":[],"maxTokens":5}`, `{"sampling":{}}`, `{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}`, nil, nil, `{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}`, true, ""},
+		{"sampling with tools needs sampling.tools", "sampling/createMessage", `{"messages":[],"maxTokens":5,"tools":[]}`, `{"sampling":{}}`, "", nil, nil, `error: jsonrpc error -32603: mcpgw has no client to ask for sampling/createMessage: the client did not declare sampling.tools`, false, "an error: the client did not declare sampling.tools"},
+		{"roots relayed", "roots/list", `{}`, `{"roots":{}}`, `{"roots":[{"uri":"file:///c"}]}`, nil, nil, `{"roots":[{"uri":"file:///c"}]}`, true, ""},
+		{"roots from config", "roots/list", `{}`, `{}`, "", nil, []config.Root{{URI: "file:///srv", Name: "srv"}}, `{"roots":[{"uri":"file:///srv","name":"srv"}]}`, false, "1 root from config: the client did not declare roots"},
+		{"roots: none configured, an empty list", "roots/list", `{}`, `{}`, "", nil, nil, `{"roots":[]}`, false, "an empty list (no roots configured): the client did not declare roots"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := upstreamtest.NewManager(inputServer("s", tt.method, tt.params, ""))
-			s := newCore(t, m, Options{Servers: []config.Server{{Name: "s", Roots: tt.roots}}})
+			srv := inputServer("s", tt.method, tt.params, "")
+			srv.Roots = tt.roots
+			m := upstreamtest.NewManager(srv)
+			s := newCore(t, m, Options{})
 			asked := false
 			text, err := callText(t, s, &Request{Session: "x", Client: Client{Capabilities: json.RawMessage(tt.caps)},
 				Input: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
@@ -162,8 +168,21 @@ func TestRelay_InputRequests(t *testing.T) {
 			if text != tt.want || asked != tt.asked {
 				t.Errorf("server got %q (client asked: %v), want %q (asked: %v)", text, asked, tt.want, tt.asked)
 			}
+			if got := answeredFor(m); got != tt.answered {
+				t.Errorf("answered for the client: %q, want %q", got, tt.answered)
+			}
 		})
 	}
+}
+
+// answeredFor describes the answers the gateway gave servers for clients,
+// "<answer>: <reason>" each, joined by "; ".
+func answeredFor(m *upstreamtest.Manager) string {
+	var out []string
+	for _, a := range m.Answers() {
+		out = append(out, a.Answer+": "+a.Reason)
+	}
+	return strings.Join(out, "; ")
 }
 
 func TestRelay_InputTimeoutAndPausedCallTimeout(t *testing.T) {

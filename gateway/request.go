@@ -44,6 +44,13 @@ type Request struct {
 	// the client's result. Nil means the client cannot be asked, and the
 	// core answers the upstream itself (DESIGN decision 5).
 	Input func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// SessionInput is Input for the requests that belong to no call of
+	// the client's: those an upstream session the client's session owns
+	// (session_mode per_session, say) sends on its own. The legacy edge
+	// sends them on the session's GET stream. It must not depend on this
+	// request: the core keeps the first one a session gives. Nil means
+	// the client cannot be asked outside its calls.
+	SessionInput func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 	// BaseURL is the gateway's URL as this client reaches it (scheme and
 	// host, no path), for the media links in its results: the edge sets it
 	// from a trusted proxy's X-Forwarded-* headers. "" means

@@ -502,9 +502,9 @@ func (s *Server) dropSubscription(session string, key subKey) (last bool) {
 // its log level) and releases its per_session upstream sessions. Edges
 // call it when a session ends.
 func (s *Server) EndSession(session string) {
-	s.sinksMu.Lock()
-	delete(s.sinks, session)
-	s.sinksMu.Unlock()
+	s.sessionsMu.Lock()
+	delete(s.sessions, session)
+	s.sessionsMu.Unlock()
 	s.endLogging(session)
 	defer s.opts.Upstreams.EndSession(session)
 	s.subs.mu.Lock()

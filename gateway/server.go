@@ -45,6 +45,17 @@ type Upstreams interface {
 	// SetLogLevel sets the servers' log level (logging/setLevel), kept
 	// across reconnects and restarts; "" leaves them at their default.
 	SetLogLevel(level string)
+	// HandleRequests has fn answer the requests servers send outside any
+	// call, naming the caller whose upstream session each came on, until
+	// stop.
+	HandleRequests(fn upstream.RequestFunc) (stop func())
+	// AnswerForClient answers a server's request for a client that
+	// cannot be asked, for reason (client-safe words, no user data), and
+	// shows the answer in the server's status.
+	AnswerForClient(server, method, reason string) (json.RawMessage, error)
+	// SendNotification sends a notification to the upstream session of
+	// who at server, if one is connected; it never starts one.
+	SendNotification(ctx context.Context, server string, who upstream.Caller, method string, params json.RawMessage) error
 }
 
 var _ Upstreams = (*upstream.Manager)(nil)
@@ -158,10 +169,12 @@ type Server struct {
 	life     context.Context
 	stopLife context.CancelFunc
 
-	// sinks are the live sessions' SessionNotify, for what goes to every
-	// session (forwarded server notifications).
-	sinksMu sync.RWMutex
-	sinks   map[string]func(method string, params json.RawMessage)
+	// sessions are the live sessions that sent a request, for what goes
+	// to every session (forwarded server notifications) and for the
+	// requests of the upstream sessions one of them owns.
+	sessionsMu sync.RWMutex
+	sessions   map[string]*liveSession
+	stopReqs   func()
 
 	mu       sync.Mutex
 	watchers map[int]func(Change)
@@ -288,7 +301,7 @@ func New(opts Options) (*Server, error) {
 		seqs:     map[string]map[naming.Ref]uint64{},
 		reported: map[string]bool{},
 		watchers: map[int]func(Change){},
-		sinks:    map[string]func(string, json.RawMessage){},
+		sessions: map[string]*liveSession{},
 		pending:  map[string]bool{},
 	}
 	s.subs.init()
@@ -324,6 +337,7 @@ func New(opts Options) (*Server, error) {
 	s.cat.Store(s.buildLocked(1))
 	s.rebuildMu.Unlock()
 	s.stopWatch = opts.Upstreams.Watch(s.onEvent)
+	s.stopReqs = opts.Upstreams.HandleRequests(s.serverRequest)
 	rctx, cancel := context.WithTimeout(s.life, time.Minute)
 	s.recoverTasks(rctx)
 	cancel()
@@ -337,6 +351,7 @@ func New(opts Options) (*Server, error) {
 // waits for the core's background calls.
 func (s *Server) Close() {
 	s.stopWatch()
+	s.stopReqs()
 	s.ins.inFlight.Unregister()
 	s.ins.requests.Unregister()
 	s.events.close()
@@ -402,30 +417,36 @@ func (s *Server) Watch(fn func(Change)) (stop func()) {
 	}
 }
 
-// registerSession remembers a session's sink for what goes to every
-// session.
+// registerSession remembers a session, at its first request, for what
+// goes to every session and for the requests its upstream sessions send
+// outside its calls.
 func (s *Server) registerSession(req *Request) {
-	if req.Session == "" || req.SessionNotify == nil {
+	if req.Session == "" || (req.SessionNotify == nil && req.SessionInput == nil) {
 		return
 	}
-	s.sinksMu.RLock()
-	_, ok := s.sinks[req.Session]
-	s.sinksMu.RUnlock()
+	s.sessionsMu.RLock()
+	_, ok := s.sessions[req.Session]
+	s.sessionsMu.RUnlock()
 	if ok {
 		return
 	}
-	s.sinksMu.Lock()
-	s.sinks[req.Session] = req.SessionNotify
-	s.sinksMu.Unlock()
+	ls := &liveSession{principal: req.Principal, caps: req.Client.Capabilities, notify: req.SessionNotify, input: req.SessionInput}
+	s.sessionsMu.Lock()
+	if _, ok := s.sessions[req.Session]; !ok {
+		s.sessions[req.Session] = ls
+	}
+	s.sessionsMu.Unlock()
 }
 
 // sessionSinks returns every live session's sink.
 func (s *Server) sessionSinks() []func(string, json.RawMessage) {
-	s.sinksMu.RLock()
-	defer s.sinksMu.RUnlock()
-	out := make([]func(string, json.RawMessage), 0, len(s.sinks))
-	for _, f := range s.sinks {
-		out = append(out, f)
+	s.sessionsMu.RLock()
+	defer s.sessionsMu.RUnlock()
+	out := make([]func(string, json.RawMessage), 0, len(s.sessions))
+	for _, ls := range s.sessions {
+		if ls.notify != nil {
+			out = append(out, ls.notify)
+		}
 	}
 	return out
 }
@@ -721,8 +742,15 @@ func editRoom(params json.RawMessage, rename *rawjson.Edit) int {
 // progress token is already the gateway's, bounded by timeout instead of
 // the call timeout when timeout is positive.
 func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration, mode forwardMode) (json.RawMessage, error) {
+	sc := s.serverConfig(server)
 	if timeout <= 0 {
-		timeout = s.timeout(server)
+		timeout = s.opts.CallTimeout
+		if sc.Timeout > 0 {
+			timeout = time.Duration(sc.Timeout)
+		}
+	}
+	if sc.SingleUser && req.Session != "" {
+		s.usedSingleUser(req.Session, server)
 	}
 	var shared context.CancelCauseFunc
 	if mode&onlyCall != 0 {

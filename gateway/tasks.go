@@ -964,10 +964,14 @@ func (s *Server) hostedResult(ctx context.Context, req *Request, rec store.Task)
 	s.tasks.mu.Unlock()
 	if lt != nil {
 		ask := inputProvider(func(ictx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-			if why := missingCapability(req.Client.Capabilities, method, params); req.Input == nil || why != "" {
-				return s.defaultAnswer(rec.Server, method)
+			why := missingCapability(req.Client.Capabilities, method, params)
+			if why == "" && req.Input == nil {
+				why = "the client's request cannot carry a request to it"
 			}
-			ictx, cancel := context.WithTimeout(ictx, s.opts.InputTimeout)
+			if why != "" {
+				return s.answerFor(rec.Server, method, why)
+			}
+			ictx, cancel := context.WithTimeoutCause(ictx, s.opts.InputTimeout, errInputTimeout)
 			defer cancel()
 			res, err := req.Input(ictx, method, params)
 			if err != nil {
@@ -975,7 +979,11 @@ func (s *Server) hostedResult(ctx context.Context, req *Request, rec store.Task)
 				if errors.As(err, &jerr) {
 					return nil, jerr
 				}
-				return s.defaultAnswer(rec.Server, method)
+				reason := "the client could not be asked"
+				if errors.Is(context.Cause(ictx), errInputTimeout) {
+					reason = "the client did not answer within input_timeout"
+				}
+				return s.answerFor(rec.Server, method, reason)
 			}
 			return res, nil
 		})

@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"gateway/legacy":        {"gateway", "auth", "config", "telemetry", "internal/*"},
 	"gateway/admin":         {"gateway", "store", "openapi", "config", "internal/*"},
 	"upstream":              {"config", "telemetry", "internal/jsonrpc", "internal/sse", "internal/rawjson", "internal/h1", "internal/bufpool", "internal/rawio", "internal/sched"},
-	"upstream/upstreamtest": {"upstream", "internal/jsonrpc", "internal/rawjson"},
+	"upstream/upstreamtest": {"upstream", "config", "internal/jsonrpc", "internal/rawjson"},
 	"naming":                {},
 	"auth":                  {"config"},
 	"mediastore":            {},

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/upstream"
 )
@@ -33,6 +34,8 @@ type Server struct {
 	// Handle answers every call to the server. Nil answers with an empty
 	// result. Who made the call is in CallerFrom(ctx).
 	Handle func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error)
+	// Roots are the server's configured roots, for AnswerForClient.
+	Roots []config.Root
 }
 
 type callerKey struct{}
@@ -58,6 +61,24 @@ type Manager struct {
 	watchers map[int]func(upstream.Event)
 	next     int
 	released atomic.Int64 // adopted results given back
+	requests upstream.RequestFunc
+	reqID    int
+	answered []Answered
+	notified []Notified
+}
+
+// Answered is one AnswerForClient call.
+type Answered struct {
+	Server string
+	upstream.Answered
+}
+
+// Notified is one SendNotification call.
+type Notified struct {
+	Server string
+	Who    upstream.Caller
+	Method string
+	Params json.RawMessage
 }
 
 // Released reports how many adopted results were given back (see Call).
@@ -235,4 +256,75 @@ func state(s *Server) upstream.State {
 		return upstream.StateRunning
 	}
 	return s.State
+}
+
+// HandleRequests implements gateway.Upstreams: fn gets what Request sends.
+func (m *Manager) HandleRequests(fn upstream.RequestFunc) (stop func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqID++
+	id := m.reqID
+	m.requests = fn
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.reqID == id {
+			m.requests = nil
+		}
+	}
+}
+
+// Request sends a request as server's upstream session of who would
+// outside any call, to the RequestFunc of HandleRequests, and returns its
+// answer; without one, AnswerForClient's.
+func (m *Manager) Request(ctx context.Context, server string, who upstream.Caller, r *jsonrpc.Message) (json.RawMessage, error) {
+	m.mu.Lock()
+	fn := m.requests
+	m.mu.Unlock()
+	if fn == nil {
+		return m.AnswerForClient(server, r.Method, "no client can take requests outside a call")
+	}
+	return fn(ctx, server, who, r)
+}
+
+// AnswerForClient implements gateway.Upstreams with upstream.DefaultAnswer
+// and the server's Roots, and records the answer (see Answers).
+func (m *Manager) AnswerForClient(server, method, reason string) (json.RawMessage, error) {
+	m.mu.Lock()
+	var roots []config.Root
+	if s, ok := m.servers[server]; ok {
+		roots = s.Roots
+	}
+	m.mu.Unlock()
+	res, a, err := upstream.DefaultAnswer(method, roots, reason)
+	m.mu.Lock()
+	m.answered = append(m.answered, Answered{Server: server, Answered: a})
+	m.mu.Unlock()
+	return res, err
+}
+
+// Answers returns the answers AnswerForClient gave, in order.
+func (m *Manager) Answers() []Answered {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Answered(nil), m.answered...)
+}
+
+// SendNotification implements gateway.Upstreams; it records the
+// notification (see Notifications).
+func (m *Manager) SendNotification(_ context.Context, server string, who upstream.Caller, method string, params json.RawMessage) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.servers[server]; !ok {
+		return fmt.Errorf("%w %q", upstream.ErrUnknownServer, server)
+	}
+	m.notified = append(m.notified, Notified{Server: server, Who: who, Method: method, Params: params})
+	return nil
+}
+
+// Notifications returns what SendNotification sent, in order.
+func (m *Manager) Notifications() []Notified {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Notified(nil), m.notified...)
 }

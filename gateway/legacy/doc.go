@@ -122,8 +122,10 @@
 // the older connection went may come again), then a priming event on
 // 2025-11-25 sessions, then each notifications/{tools,prompts,resources}/
 // list_changed as it happens and each notifications/resources/updated of a
-// resource the session subscribed to.
-// Sessions that never opened a GET stream do not get list_changed. A GET
+// resource the session subscribed to, and the input requests that belong
+// to no call (see "Input requests"). Sessions that never opened a GET
+// stream do not get list_changed (nor resources/updated), unless an input
+// request made stream 0 for them first. A GET
 // (fresh or resuming) on HTTP/1.1 takes its connection over from net/http
 // once checked, and two small goroutines write and watch it instead of
 // the connection's handler (takeover.go): an idle GET stream is the bulk
@@ -179,6 +181,26 @@
 // own cause, and Input returns the context's error. Ending the session
 // fails every input request it has pending; while one is pending the
 // session is not idle.
+//
+// An upstream session that the session owns (session_mode per_session,
+// say) may also ask outside any call: on its own GET stream, or over stdio
+// while no call is in flight. The core then hands the request to
+// gateway.Request.SessionInput, which asks the same way on the standalone
+// stream 0: our id, the answer routed back by it, notifications/cancelled
+// on stream 0 when the core's context ends first (the input timeout, or
+// the server cancelled its request):
+//
+//	upstream ─roots/list (GET stream)─► core: the session that owns it
+//	   ─► SessionInput ─► [0_4 {"id":"mcpgw-2","method":"roots/list"}]
+//	POST {"id":"mcpgw-2","result":{"roots":[…]}} ─► 202; back upstream
+//
+// A session that has not opened its GET stream yet gets stream 0 made for
+// it, whose buffer keeps the request for the GET to come (clients open it
+// right after initialize), bounded by the input timeout: answering for
+// the client at once would lose the race between a server that asks as
+// soon as it starts and a client's GET. A client's
+// notifications/roots/list_changed goes to the core, which passes it on
+// to the upstream sessions the session owns.
 //
 // # Cancellation and shutdown
 //

@@ -41,8 +41,40 @@ var errInputClosed = errors.New("the call is over: the client can no longer be a
 // notifications/cancelled for the request on st and ctx's error is
 // returned.
 func (h *Handler) input(ctx context.Context, s *session, c *call, st *stream, method string, params json.RawMessage) (json.RawMessage, error) {
+	return h.ask(ctx, s, c.ctx, st, method, params)
+}
+
+// errSessionEnded is returned by an input request made after its session
+// ended.
+var errSessionEnded = errors.New("the session ended: the client can no longer be asked for input")
+
+// sessionInput implements gateway.Request.SessionInput: input for a
+// request that belongs to no call of s, sent on its standalone GET stream
+// (MCP 2025-11-25, basic/transports, lets a server send requests there).
+// A session that has no GET stream yet gets one, whose buffer keeps the
+// request until the client opens it: clients open it right after
+// initialize, and the core's input timeout bounds the wait.
+func (h *Handler) sessionInput(ctx context.Context, s *session, method string, params json.RawMessage) (json.RawMessage, error) {
 	s.mu.Lock()
-	if s.ended || st.done || c.ctx.Err() != nil {
+	if s.ended {
+		s.mu.Unlock()
+		return nil, errSessionEnded
+	}
+	st := s.standalone
+	if st == nil {
+		st = &stream{num: 0}
+		s.standalone = st
+		s.streams[0] = st
+	}
+	s.mu.Unlock()
+	return h.ask(ctx, s, context.Background(), st, method, params)
+}
+
+// ask is input with owner, the context of what the request belongs to (a
+// call; Background for the session itself), in place of the call's.
+func (h *Handler) ask(ctx context.Context, s *session, owner context.Context, st *stream, method string, params json.RawMessage) (json.RawMessage, error) {
+	s.mu.Lock()
+	if s.ended || st.done || owner.Err() != nil {
 		s.mu.Unlock()
 		return nil, errInputClosed
 	}
@@ -62,8 +94,8 @@ func (h *Handler) input(ctx context.Context, s *session, c *call, st *stream, me
 		return r.result, r.err
 	case <-ctx.Done():
 		ended = ctx
-	case <-c.ctx.Done():
-		ended = c.ctx
+	case <-owner.Done():
+		ended = owner
 	}
 
 	s.mu.Lock()
@@ -85,7 +117,7 @@ func (h *Handler) input(ctx context.Context, s *session, c *call, st *stream, me
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return nil, c.ctx.Err()
+	return nil, owner.Err()
 }
 
 // cancelReason says why ctx ended, in words for the client: the cause when

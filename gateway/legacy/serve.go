@@ -261,8 +261,12 @@ func (h *Handler) notification(s *session, m *jsonrpc.Message) {
 	switch m.Method {
 	case "notifications/initialized":
 		// Nothing waits for it: the gateway's only requests to the client
-		// are input requests within the client's own calls, which come
-		// after initialized.
+		// are input requests, which come with or after the client's first
+		// call.
+	case "notifications/roots/list_changed":
+		// The servers of the upstream sessions this session owns ask for
+		// the client's roots again.
+		h.core.RootsChanged(context.Background(), s.key)
 	case "notifications/cancelled":
 		// MCP 2025-11-25, basic/utilities/cancellation: stop the request
 		// and do not answer it; unknown or finished ids are ignored.
@@ -364,6 +368,11 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 			if st := s.standalone; st != nil && !s.ended {
 				h.appendLocked(st, msg)
 			}
+		},
+		// Requests of the upstream sessions this session owns that belong
+		// to none of its calls go on its standalone GET stream too.
+		SessionInput: func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+			return h.sessionInput(ctx, s, method, params)
 		},
 	}
 	if openLocked != nil {

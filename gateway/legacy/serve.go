@@ -371,9 +371,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 		},
 		// Requests of the upstream sessions this session owns that belong
 		// to none of its calls go on its standalone GET stream too.
-		SessionInput: func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-			return h.sessionInput(ctx, s, method, params)
-		},
+		SessionInput: s.ask,
 	}
 	if openLocked != nil {
 		req.Notify = func(method string, params json.RawMessage) {

@@ -49,6 +49,8 @@ type session struct {
 	// catalog is the core's catalog version when the session began: a
 	// list change merged by then is not news to it (listChanged).
 	catalog uint64
+	// ask is the session's gateway.Request.SessionInput, made once.
+	ask func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 
 	mu         sync.Mutex
 	lastActive time.Time
@@ -164,6 +166,9 @@ func (h *Handler) newSession(key, principal, version string, caps, info json.Raw
 		streams:    make(map[uint64]*stream),
 		inputs:     make(map[string]*input),
 		nextStream: 1,
+	}
+	s.ask = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		return h.sessionInput(ctx, s, method, params)
 	}
 	var impl struct {
 		Name    string `json:"name"`

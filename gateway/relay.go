@@ -266,13 +266,19 @@ func (s *Server) inputHandler(req *Request, server string, who upstream.Caller, 
 		}
 		timer.pause()
 		defer timer.resume()
-		return s.ask(ctx, server, who, m, clientAsker{
+		res, err := s.ask(ctx, server, who, m, clientAsker{
 			session: req.Session,
 			caps:    req.Client.Capabilities,
 			input:   req.Input,
 			notify:  req.SessionNotify,
 			noInput: "the client's request cannot carry a request to it",
 		})
+		if errors.Is(err, ErrCallOver) {
+			// Taken for the call's, it came as the call answered: it is
+			// the server's own (over stdio nothing tells).
+			return s.serverRequest(ctx, server, who, m)
+		}
+		return res, err
 	}
 }
 
@@ -326,6 +332,9 @@ func (s *Server) ask(ctx context.Context, server string, who upstream.Caller, m 
 	var jerr *jsonrpc.Error
 	if errors.As(err, &jerr) {
 		return nil, jerr // the client's own error
+	}
+	if errors.Is(err, ErrCallOver) {
+		return nil, err // for the caller to ask outside the call
 	}
 	reason := "the client could not be asked"
 	if errors.Is(context.Cause(ictx), errInputTimeout) {

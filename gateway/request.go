@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -11,6 +12,12 @@ import (
 // Anonymous is the principal of every request until the auth layer names
 // real ones.
 const Anonymous = "anonymous"
+
+// ErrCallOver is wrapped by the error of a Request.Input whose call was
+// over before the request could be sent to the client: over stdio, a
+// server's request is taken for the call in flight when it comes, and
+// that call may answer first.
+var ErrCallOver = errors.New("the call is over")
 
 // Request is one client request as an edge hands it to the core, whatever
 // the protocol era it arrived in.
@@ -42,7 +49,9 @@ type Request struct {
 	// Input asks the client for input on behalf of an upstream
 	// (elicitation/create, sampling/createMessage, roots/list) and returns
 	// the client's result. Nil means the client cannot be asked, and the
-	// core answers the upstream itself (DESIGN decision 5).
+	// core answers the upstream itself (DESIGN decision 5). An error that
+	// wraps ErrCallOver says the request's call was over before it could
+	// be sent: the core then takes it for one outside any call.
 	Input func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 	// SessionInput is Input for the requests that belong to no call of
 	// the client's: those an upstream session the client's session owns

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -119,13 +120,17 @@ func (s *Server) serverRequest(ctx context.Context, server string, who upstream.
 		ls.asking--
 		ls.mu.Unlock()
 	}()
-	return s.ask(ctx, server, who, m, clientAsker{
+	res, err := s.ask(ctx, server, who, m, clientAsker{
 		session: session,
 		caps:    ls.caps,
 		input:   ls.input,
 		notify:  ls.notify,
 		noInput: reasonOutsideCall,
 	})
+	if errors.Is(err, ErrCallOver) { // an edge's mistake: there is no call
+		return s.answerFor(server, m.Method, "the client could not be asked")
+	}
+	return res, err
 }
 
 // owner returns the live session that owns the upstream session of who at

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -328,5 +329,27 @@ func TestServerRequest_Bounded(t *testing.T) {
 	wg.Wait()
 	if got, err := roots(); err != nil || got != `{"roots":[{"uri":"file:///mine"}]}` {
 		t.Errorf("once answered, a request got %s, %v", got, err)
+	}
+}
+
+// TestServerRequest_CallOver: a request taken for a call's whose Input
+// says the call was over (over stdio, the call answered as the request
+// came) is asked of the session that owns the upstream session, outside
+// any call.
+func TestServerRequest_CallOver(t *testing.T) {
+	m := upstreamtest.NewManager(inputServer("s", "roots/list", `{}`, ""))
+	s := newCore(t, m, Options{Servers: []config.Server{{Name: "s", SessionMode: config.SessionPerSession}}})
+	ts := &testSession{id: "a1", principal: "alice", caps: `{"roots":{}}`, answer: `{"roots":[{"uri":"file:///mine"}]}`}
+	ts.open(t, s)
+	text, err := callText(t, s, &Request{Session: "a1", Principal: "alice", Client: Client{Capabilities: json.RawMessage(ts.caps)},
+		SessionNotify: func(string, json.RawMessage) {}, SessionInput: ts.input,
+		Input: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+			return nil, fmt.Errorf("too late: %w", ErrCallOver)
+		}})
+	if err != nil || text != ts.answer {
+		t.Errorf("the server got %q, %v; want the session's answer", text, err)
+	}
+	if diff := cmp.Diff([]string{"roots/list {}"}, ts.got()); diff != "" {
+		t.Errorf("the session was asked (-want +got):\n%s", diff)
 	}
 }

@@ -178,9 +178,12 @@
 // When Input's context ends first (the core's input timeout, or the call
 // was cancelled), the client is sent notifications/cancelled for our id on
 // the same stream, with the reason "timeout" for a deadline or the edge's
-// own cause, and Input returns the context's error. Ending the session
-// fails every input request it has pending; while one is pending the
-// session is not idle.
+// own cause, and Input returns the context's error. A call that answers
+// first ends nothing: its server still waits for the answer (over stdio a
+// request is only taken for a call's because that call was the one in
+// flight), and a later cancellation goes on the GET stream, the call's
+// being done. Ending the session fails every input request it has
+// pending; while one is pending the session is not idle.
 //
 // An upstream session that the session owns (session_mode per_session,
 // say) may also ask outside any call: on its own GET stream, or over stdio

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -29,17 +31,17 @@ type reply struct {
 	err    error
 }
 
-// errInputClosed is returned by an input request made after its call or
-// session finished.
-var errInputClosed = errors.New("the call is over: the client can no longer be asked for input")
+// errInputClosed is returned by an input request made after its call
+// finished: the core then takes it for a request outside any call.
+var errInputClosed = fmt.Errorf("the client can no longer be asked for input: %w", gateway.ErrCallOver)
 
 // input implements gateway.Request.Input for call c answered on stream st
 // (see "Input requests" in the package doc). It sends the client a
 // JSON-RPC request under an id of the gateway's, as an event of st, and
-// waits for the client's response, for ctx, or for the end of c or of the
-// session. When ctx (or c) ends first, the client is sent
-// notifications/cancelled for the request on st and ctx's error is
-// returned.
+// waits for the client's response, for ctx, or for the cancellation of c
+// or the end of the session (c answering first ends nothing). When ctx
+// (or c's cancellation) comes first, the client is sent
+// notifications/cancelled for the request and ctx's error is returned.
 func (h *Handler) input(ctx context.Context, s *session, c *call, st *stream, method string, params json.RawMessage) (json.RawMessage, error) {
 	return h.ask(ctx, s, c.ctx, st, method, params)
 }
@@ -74,7 +76,11 @@ func (h *Handler) sessionInput(ctx context.Context, s *session, method string, p
 // call; Background for the session itself), in place of the call's.
 func (h *Handler) ask(ctx context.Context, s *session, owner context.Context, st *stream, method string, params json.RawMessage) (json.RawMessage, error) {
 	s.mu.Lock()
-	if s.ended || st.done || owner.Err() != nil {
+	switch {
+	case s.ended:
+		s.mu.Unlock()
+		return nil, errSessionEnded
+	case st.done || owner.Err() != nil:
 		s.mu.Unlock()
 		return nil, errInputClosed
 	}
@@ -89,13 +95,24 @@ func (h *Handler) ask(ctx context.Context, s *session, owner context.Context, st
 	h.logger.Debug("input request sent", "session_id", s.key, "method", method, "id", key)
 
 	var ended context.Context
-	select {
-	case r := <-in.reply:
-		return r.result, r.err
-	case <-ctx.Done():
-		ended = ctx
-	case <-owner.Done():
-		ended = owner
+	ownerDone := owner.Done()
+	for ended == nil {
+		select {
+		case r := <-in.reply:
+			return r.result, r.err
+		case <-ctx.Done():
+			ended = ctx
+		case <-ownerDone:
+			if context.Cause(owner) == context.Canceled {
+				// The call answered, cancelled by nobody: its server
+				// still waits for this answer (over stdio a request is
+				// only taken for the call's because the call was the
+				// one in flight).
+				ownerDone = nil
+				continue
+			}
+			ended = owner
+		}
 	}
 
 	s.mu.Lock()
@@ -107,9 +124,14 @@ func (h *Handler) ask(ctx context.Context, s *session, owner context.Context, st
 	}
 	delete(s.inputs, key)
 	// MCP 2025-11-25, basic/utilities/cancellation: tell the client to stop
-	// asking its user. On the same stream as the request; a done stream
-	// (the session ended) takes nothing.
-	h.appendLocked(st, notificationMessage("notifications/cancelled", marshal(struct {
+	// asking its user. On the same stream as the request, or, once the
+	// request's call has answered and its stream is done, on the GET
+	// stream; a session that ended takes nothing.
+	to := st
+	if st.done && s.standalone != nil {
+		to = s.standalone
+	}
+	h.appendLocked(to, notificationMessage("notifications/cancelled", marshal(struct {
 		RequestID json.RawMessage `json:"requestId"`
 		Reason    string          `json:"reason"`
 	}{id.Raw(), cancelReason(ended)})))

@@ -14,16 +14,20 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/upstream"
+	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
 )
 
-// perSessionEnv is an env whose server "a" has session_mode per_session,
-// with a session whose client declares allCaps and that the core knows
-// (it sent a request). It returns the session's id and the Caller of its
-// upstream session.
-func perSessionEnv(t *testing.T, coreOpts gateway.Options) (*env, string, upstream.Caller) {
+// perSessionEnv is an env whose server "a" (the fake, or srv when not
+// nil) has session_mode per_session, with a session whose client declares
+// allCaps and that the core knows (it sent a request). It returns the
+// session's id and the Caller of its upstream session.
+func perSessionEnv(t *testing.T, coreOpts gateway.Options, srv ...*upstreamtest.Server) (*env, string, upstream.Caller) {
 	t.Helper()
 	coreOpts.Servers = []config.Server{{Name: "a", SessionMode: config.SessionPerSession}}
 	e := newEnvCore(t, Options{}, coreOpts)
+	for _, s := range srv {
+		e.mgr.Set(s) // before the session: its list change is no news to it
+	}
 	sid := e.initializeCaps(V20251125, allCaps)
 	if m := lastMessage(t, e.post(sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)); m.Error != nil {
 		t.Fatalf("ping: %+v", m.Error)
@@ -184,5 +188,83 @@ func TestRootsListChanged(t *testing.T) {
 	want := []string{"a " + who.Principal + "/" + who.Session + " notifications/roots/list_changed"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("notifications sent upstream (-want +got):\n%s", diff)
+	}
+}
+
+// TestInputOutlivesItsCall: a server's request that came during a call
+// (over stdio, one that is only taken for the call's because that call is
+// the only one in flight) still waits for the client's answer when the
+// call answers first: the server is waiting for it, not the call.
+func TestInputOutlivesItsCall(t *testing.T) {
+	e := newEnv(t, Options{})
+	answered, release := make(chan string, 1), make(chan struct{})
+	e.mgr.Set(&upstreamtest.Server{Name: "a", Tools: []json.RawMessage{plainTool("later")},
+		Handle: func(_ context.Context, _ string, _ json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+			go func() {
+				res, err := hooks.Request(context.Background(), jsonrpc.NewRequest(jsonrpc.IntID(3), "elicitation/create", json.RawMessage(elicitForm)))
+				if err != nil {
+					answered <- "error " + err.Error()
+					return
+				}
+				answered <- string(res)
+			}()
+			<-release
+			return json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`), nil
+		}})
+	sid := e.initializeCaps(V20251125, allCaps)
+	rd := newReader(e.post(sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__a__later"}}`))
+	until(t, rd, `request "mcpgw-1" elicitation/create`)
+	close(release)
+	if diff := cmp.Diff([]string{"response 1 done"}, rest(t, rd)); diff != "" {
+		t.Errorf("the call's stream (-want +got):\n%s", diff)
+	}
+	e.reply(sid, `"mcpgw-1"`, `"result":{"action":"accept","content":{"name":"Ada"}}`)
+	if got := <-answered; got != `{"action":"accept","content":{"name":"Ada"}}` {
+		t.Errorf("the server got %s, want the client's answer", got)
+	}
+}
+
+// TestInputAfterItsCall: a request taken for a call's (over stdio, the
+// call in flight when it came) that reaches the edge only once the call
+// answered goes to the session that owns the upstream session, on its GET
+// stream, as a request outside any call.
+func TestInputAfterItsCall(t *testing.T) {
+	answered, over := make(chan string, 1), make(chan struct{})
+	e, sid, _ := perSessionEnv(t, gateway.Options{}, &upstreamtest.Server{Name: "a", Tools: []json.RawMessage{plainTool("later")},
+		Handle: func(_ context.Context, _ string, _ json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+			go func() {
+				<-over
+				res, err := hooks.Request(context.Background(), jsonrpc.NewRequest(jsonrpc.IntID(3), "roots/list", nil))
+				if err != nil {
+					answered <- "error " + err.Error()
+					return
+				}
+				answered <- string(res)
+			}()
+			return json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`), nil
+		}})
+	get := newReader(e.do(e.request(http.MethodGet, sid, "")))
+	next(t, get) // priming
+	if m := lastMessage(t, e.post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__a__later"}}`)); m.Error != nil {
+		t.Fatalf("tools/call: %+v", m.Error)
+	}
+	events := make(chan sse.Event, 1)
+	go func() {
+		if ev, err := get.Next(); err == nil {
+			events <- ev
+		}
+	}()
+	close(over)
+	select {
+	case got := <-answered:
+		t.Fatalf("the server got %s, and the client was not asked", got)
+	case ev := <-events:
+		if d := describe(t, ev); d != `request "mcpgw-1" roots/list` {
+			t.Fatalf("GET event %s, want the request", d)
+		}
+	}
+	e.reply(sid, `"mcpgw-1"`, `"result":{"roots":[{"uri":"file:///c"}]}`)
+	if got := <-answered; got != `{"roots":[{"uri":"file:///c"}]}` {
+		t.Errorf("the server got %s, want the client's roots", got)
 	}
 }

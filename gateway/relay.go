@@ -51,6 +51,7 @@ type callTimer struct {
 	remaining time.Duration
 	deadline  time.Time
 	paused    int
+	stopped   bool // the call is over; an input request may outlive it
 }
 
 // newCallTimer starts the clock of a call made under parent. With a nil
@@ -85,7 +86,7 @@ func (t *callTimer) resume() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.paused--
-	if t.paused == 0 && t.ctx.Err() == nil {
+	if t.paused == 0 && !t.stopped && t.ctx.Err() == nil {
 		t.deadline = time.Now().Add(t.remaining)
 		t.timer.Reset(t.remaining)
 	}
@@ -94,6 +95,9 @@ func (t *callTimer) resume() {
 // stop ends the clock, and the call's own context; a shared one is the
 // request's, which goes on.
 func (t *callTimer) stop() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
 	t.timer.Stop()
 	if !t.shared {
 		t.cancel(nil)

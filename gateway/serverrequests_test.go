@@ -353,3 +353,21 @@ func TestServerRequest_CallOver(t *testing.T) {
 		t.Errorf("the session was asked (-want +got):\n%s", diff)
 	}
 }
+
+// TestCallTimer_ResumeAfterStop: an input request that outlives its call
+// resumes the call's clock after the call stopped it; the clock stays
+// stopped, and never ends the request's context afterwards.
+func TestCallTimer_ResumeAfterStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		timer := newCallTimer(ctx, cancel, time.Second)
+		timer.pause()
+		timer.stop()
+		timer.resume()
+		time.Sleep(time.Hour)
+		if cause := context.Cause(ctx); cause != nil {
+			t.Errorf("the request's context ended with %v after its call was over", cause)
+		}
+	})
+}

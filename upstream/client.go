@@ -211,7 +211,9 @@ type Client struct {
 	answeringMu   sync.Mutex
 	answering     map[string]context.CancelFunc
 	answersActive atomic.Int64
-	levels        levelSender
+	// refusedAnswers counts server requests refused over maxAnswering.
+	refusedAnswers atomic.Int64
+	levels         levelSender
 
 	mu       sync.Mutex
 	pending  map[string]*call // by our request id
@@ -805,6 +807,10 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		if h == nil {
 			h = defaultRequestHandler
 		}
+		if !c.startAnswer() {
+			c.refuseAnswer(m)
+			return
+		}
 		// Answer off the reader's goroutine: a handler may wait for a
 		// person (elicitation).
 		// Registered before the answer starts, so that a cancellation
@@ -818,7 +824,6 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		c.answering[id] = func() { cancel(errServerCancelled) }
 		c.answeringMu.Unlock()
 		c.answers.Add(1)
-		c.answersActive.Add(1)
 		go func() {
 			defer c.answers.Done()
 			defer c.answersActive.Add(-1)
@@ -1002,6 +1007,40 @@ func (c *Client) answer(ctx context.Context, cancel context.CancelCauseFunc, m *
 	sctx, scancel := context.WithTimeout(ctx, closeTimeout)
 	defer scancel()
 	if err := c.t.send(sctx, resp); err != nil {
+		c.logger.Debug("answering a server request failed", "method", m.Method, "err", err)
+	}
+}
+
+// maxAnswering bounds the server requests a Client answers at once: each
+// may wait for a person for as long as the input timeout, so a server
+// sending requests without end would otherwise hold a goroutine for each.
+const maxAnswering = 64
+
+// startAnswer counts one more answer in progress, unless maxAnswering are.
+func (c *Client) startAnswer() bool {
+	for {
+		n := c.answersActive.Load()
+		if n >= maxAnswering {
+			return false
+		}
+		if c.answersActive.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// refuseAnswer answers a server request over maxAnswering with an error,
+// on the reader's goroutine: bounded by closeTimeout, and a server that
+// does not read its answers holds up only its own messages.
+func (c *Client) refuseAnswer(m *jsonrpc.Message) {
+	if c.refusedAnswers.Add(1) == 1 {
+		c.logger.Warn("a server sent more requests than the gateway answers at once; the rest are refused", "method", m.Method, "limit", maxAnswering)
+	}
+	resp := jsonrpc.NewErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
+		"mcpgw is already answering %d requests of this server; send fewer at once", maxAnswering))
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := c.t.send(ctx, resp); err != nil {
 		c.logger.Debug("answering a server request failed", "method", m.Method, "err", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -645,6 +646,53 @@ func TestClient_ServerCancelsItsRequest(t *testing.T) {
 			t.Fatalf("answered a request the server cancelled: %s", mustJSON(m))
 		}
 	}
+}
+
+// A server that sends requests without end gets at most maxAnswering
+// answered at once; the rest are refused at once with an error, so it
+// cannot make the gateway hold a goroutine for each.
+func TestClient_ServerRequestsBounded(t *testing.T) {
+	var answered atomic.Int64
+	oneMore := make(chan struct{})
+	base := basicServe("2025-11-25", func(f *fakeTransport, m *jsonrpc.Message) error { return nil })
+	f := newFake(func(f *fakeTransport, m *jsonrpc.Message) error {
+		if m.IsResponse() && m.Error == nil {
+			if answered.Add(1) == maxAnswering+1 {
+				close(oneMore)
+			}
+		}
+		return base(f, m)
+	})
+	release := make(chan struct{})
+	started := make(chan struct{}, maxAnswering+1)
+	c := connect(t, f, ClientOptions{OnRequest: func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-release
+		return json.RawMessage(`{"action":"decline"}`), nil
+	}})
+	const sent = maxAnswering + 36
+	for i := range sent {
+		f.recv(jsonrpc.NewRequest(jsonrpc.StringID(fmt.Sprintf("el-%d", i)), "elicitation/create", json.RawMessage(`{}`)), related{})
+	}
+	for range maxAnswering {
+		<-started // every answer the bound allows waits for its person
+	}
+	refused := 0
+	f.mu.Lock()
+	for _, m := range f.sent {
+		if m.IsResponse() && m.Error != nil && strings.Contains(m.Error.Message, "already answering") {
+			refused++
+		}
+	}
+	f.mu.Unlock()
+	if refused != sent-maxAnswering {
+		t.Errorf("refused %d requests while %d were being answered, want %d", refused, maxAnswering, sent-maxAnswering)
+	}
+	close(release)
+	c.answers.Wait()
+	// Once the answers are out, the bound is free again.
+	f.recv(jsonrpc.NewRequest(jsonrpc.StringID("el-after"), "elicitation/create", json.RawMessage(`{}`)), related{})
+	<-oneMore
 }
 
 func mustJSON(m *jsonrpc.Message) string { b, _ := jsonrpc.Encode(m); return string(b) }

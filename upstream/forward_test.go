@@ -1,8 +1,11 @@
 package upstream
 
 import (
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpgw/mcpgw/config"
 )
@@ -33,4 +36,28 @@ func containsFold(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestForwarded_ConnectionOptions: a header the client's Connection header
+// names is for the gateway's hop only and is not forwarded, even when
+// forward_headers names it.
+func TestForwarded_ConnectionOptions(t *testing.T) {
+	p := &peer{forward: forwardable([]string{"X-Tenant", "X-Trace"})}
+	for _, tt := range []struct {
+		name   string
+		client http.Header
+		want   http.Header
+	}{
+		{"no Connection", http.Header{"X-Tenant": {"a"}, "X-Trace": {"t"}}, http.Header{"X-Tenant": {"a"}, "X-Trace": {"t"}}},
+		{"named", http.Header{"Connection": {"x-tenant"}, "X-Tenant": {"a"}, "X-Trace": {"t"}}, http.Header{"X-Trace": {"t"}}},
+		{"in a list", http.Header{"Connection": {"keep-alive, X-Trace ,x-tenant"}, "X-Tenant": {"a"}, "X-Trace": {"t"}}, nil},
+		{"in a second value", http.Header{"Connection": {"keep-alive", "X-Trace"}, "X-Tenant": {"a"}, "X-Trace": {"t"}}, http.Header{"X-Tenant": {"a"}}},
+		{"other options", http.Header{"Connection": {"close, X-Other"}, "X-Tenant": {"a"}}, http.Header{"X-Tenant": {"a"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, p.forwarded(tt.client)); diff != "" {
+				t.Errorf("forwarded (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

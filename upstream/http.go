@@ -357,7 +357,8 @@ func addMissing(dst, src http.Header) {
 
 // forwarded returns the headers of client, a client's request headers,
 // that the server's forward_headers name, in canonical form, or nil when
-// there are none.
+// there are none. A header the client's Connection header names is for
+// the gateway's hop only (RFC 9110, section 7.6.1) and is not forwarded.
 func (p *peer) forwarded(client http.Header) http.Header {
 	if len(p.forward) == 0 || len(client) == 0 {
 		return nil
@@ -365,7 +366,7 @@ func (p *peer) forwarded(client http.Header) http.Header {
 	var fwd http.Header
 	for k, vs := range client {
 		// The edge's headers are canonical; a hand-made map may not be.
-		if ck := textproto.CanonicalMIMEHeaderKey(k); len(vs) > 0 && slices.Contains(p.forward, ck) {
+		if ck := textproto.CanonicalMIMEHeaderKey(k); len(vs) > 0 && slices.Contains(p.forward, ck) && !hopByHop(client, ck) {
 			if fwd == nil {
 				fwd = make(http.Header)
 			}
@@ -373,6 +374,19 @@ func (p *peer) forwarded(client http.Header) http.Header {
 		}
 	}
 	return fwd
+}
+
+// hopByHop reports whether the Connection header of h names the header
+// key, in canonical form.
+func hopByHop(h http.Header, key string) bool {
+	for _, v := range h.Values("Connection") {
+		for opt := range strings.SplitSeq(v, ",") {
+			if textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(opt)) == key {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // netError rewrites the *url.Error of a failed request so that it names the

@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,9 +103,8 @@ type Authenticator struct {
 func New(opts Options) (*Authenticator, error) {
 	a := &Authenticator{opts: opts, keys: make(map[[sha256.Size]byte]Principal, len(opts.Keys))}
 	for i, k := range opts.Keys {
-		h, ok := strings.CutPrefix(k.KeySHA256, "sha256:")
-		b, err := hex.DecodeString(h)
-		if !ok || err != nil || len(b) != sha256.Size {
+		sum, ok := config.ParseTokenHash(k.KeySHA256)
+		if !ok {
 			return nil, fmt.Errorf("auth: api key %d of principal %q is not a sha256 hash", i, k.Principal)
 		}
 		// A token's names start "jwt:" (config.JWT.Qualify): a key's name
@@ -114,8 +112,6 @@ func New(opts Options) (*Authenticator, error) {
 		if strings.Contains(k.Principal, ":") || slices.ContainsFunc(k.Groups, func(g string) bool { return strings.Contains(g, ":") }) {
 			return nil, fmt.Errorf("auth: api key %d of principal %q has a \":\" in a name", i, k.Principal)
 		}
-		var sum [sha256.Size]byte
-		copy(sum[:], b)
 		a.keys[sum] = Principal{Name: k.Principal, Groups: append([]string(nil), k.Groups...)}
 	}
 	if a.opts.Now == nil {

@@ -1043,13 +1043,23 @@ func HashToken(token string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// ParseTokenHash reads a token hash as HashToken writes it ("sha256:"
+// and 64 hex digits of either case) into the digest it names.
+func ParseTokenHash(s string) (sum [sha256.Size]byte, ok bool) {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 2*sha256.Size {
+		return sum, false
+	}
+	if _, err := hex.Decode(sum[:], []byte(h)); err != nil {
+		return sum, false
+	}
+	return sum, true
+}
+
 // validTokenHash reports whether s is "sha256:" and 64 hex digits.
 func validTokenHash(s string) bool {
-	h, ok := strings.CutPrefix(s, "sha256:")
-	if !ok || len(h) != 64 {
-		return false
-	}
-	return strings.TrimLeft(h, "0123456789abcdefABCDEF") == ""
+	_, ok := ParseTokenHash(s)
+	return ok
 }
 
 // hasControl reports whether s holds a control character other than tab,

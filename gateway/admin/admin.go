@@ -22,7 +22,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,11 +134,11 @@ func New(opts Options) (*API, error) {
 		a.logger = slog.New(slog.DiscardHandler)
 	}
 	for _, t := range opts.Tokens {
-		h, err := hex.DecodeString(strings.TrimPrefix(t, "sha256:"))
-		if err != nil || len(h) != sha256.Size || !strings.HasPrefix(t, "sha256:") {
+		h, ok := config.ParseTokenHash(t)
+		if !ok {
 			return nil, errors.New(`admin: a token hash must be "sha256:" and 64 hex digits`)
 		}
-		a.hashes = append(a.hashes, h)
+		a.hashes = append(a.hashes, h[:])
 	}
 	a.SetConfigServers(opts.ConfigServers)
 	return a, nil

@@ -147,23 +147,8 @@ func (s *SQLite) DeleteIdleSessions(ctx context.Context, before time.Time) (int,
 	if err := checkTime("before", before); err != nil {
 		return 0, fmt.Errorf("deleting idle sessions: %w", err)
 	}
-	bound := formatTime(before)
-	total := 0
-	for {
-		res, err := s.w.ExecContext(ctx, `DELETE FROM sessions WHERE id IN (
-			SELECT id FROM sessions WHERE last_active_at < ? LIMIT ?)`, bound, s.deleteBatch)
-		if err != nil {
-			return total, fmt.Errorf("deleting idle sessions: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("deleting idle sessions: %w", err)
-		}
-		total += int(n)
-		if n < int64(s.deleteBatch) {
-			return total, nil
-		}
-	}
+	return s.deleteInBatches(ctx, "deleting idle sessions", `DELETE FROM sessions WHERE id IN (
+		SELECT id FROM sessions WHERE last_active_at < ? LIMIT ?)`, formatTime(before))
 }
 
 // checkSession reports what is wrong with sess, naming the field but never

@@ -174,17 +174,25 @@ func (s *SQLite) DeleteExpiredTasks(ctx context.Context, now time.Time) (int, er
 	if err := checkTime("now", now); err != nil {
 		return 0, fmt.Errorf("deleting expired tasks: %w", err)
 	}
-	bound := formatTime(now)
+	return s.deleteInBatches(ctx, "deleting expired tasks", `DELETE FROM tasks WHERE id IN (
+		SELECT id FROM tasks WHERE expires_at <= ? LIMIT ?)`, formatTime(now))
+}
+
+// deleteInBatches runs query, a DELETE of at most a batch of the rows
+// whose bound is bound (its first parameter; the batch size is its
+// second), until a batch deletes fewer, and returns how many it deleted
+// in all. Each batch is its own transaction, so a stop through ctx keeps
+// what was deleted so far.
+func (s *SQLite) deleteInBatches(ctx context.Context, what, query, bound string) (int, error) {
 	total := 0
 	for {
-		res, err := s.w.ExecContext(ctx, `DELETE FROM tasks WHERE id IN (
-			SELECT id FROM tasks WHERE expires_at <= ? LIMIT ?)`, bound, s.deleteBatch)
+		res, err := s.w.ExecContext(ctx, query, bound, s.deleteBatch)
 		if err != nil {
-			return total, fmt.Errorf("deleting expired tasks: %w", err)
+			return total, fmt.Errorf("%s: %w", what, err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return total, fmt.Errorf("deleting expired tasks: %w", err)
+			return total, fmt.Errorf("%s: %w", what, err)
 		}
 		total += int(n)
 		if n < int64(s.deleteBatch) {

@@ -47,12 +47,13 @@ var allowed = map[string][]string{
 	"examples/demo-server":  {},
 	"e2e":                   {"internal/rawclient", "internal/sched"},
 
-	"e2e/fixtures/catalogserver":  {},
-	"e2e/fixtures/relayserver":    {},
-	"e2e/fixtures/serverrequests": {},
-	"e2e/fixtures/floorserver":    {}, // standard library only: it is the floor
-	"e2e/fixtures/relayfloor":     {}, // standard library only: the floor of a relay
-	"e2e/fixtures/leanecho":       {}, // standard library only: the bench's lean upstream
+	"e2e/fixtures/catalogserver":    {"e2e/fixtures/internal/fixture"},
+	"e2e/fixtures/relayserver":      {"e2e/fixtures/internal/fixture"},
+	"e2e/fixtures/serverrequests":   {"e2e/fixtures/internal/fixture"},
+	"e2e/fixtures/internal/fixture": {},
+	"e2e/fixtures/floorserver":      {}, // standard library only: it is the floor
+	"e2e/fixtures/relayfloor":       {}, // standard library only: the floor of a relay
+	"e2e/fixtures/leanecho":         {}, // standard library only: the bench's lean upstream
 
 	"internal/rawclient":      {},
 	"e2e/fixtures/taskserver": {},

@@ -123,15 +123,6 @@ type Config struct {
 	StartTimeout Duration `yaml:"start_timeout"`
 	// ShutdownGrace bounds the drain on shutdown. Default DefaultShutdownGrace.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
-	// Scheduling is how Linux schedules the gateway's own threads:
-	// SchedulingNormal (the default) or SchedulingBatch. A batch gateway
-	// does not preempt its stdio servers (batch by default, see
-	// Server.Scheduling) when their answers wake it: on a CPU they share,
-	// each finishes its turn. Beside a busy process on its CPU, a batch
-	// gateway's wake-ups wait for the scheduler's tick (milliseconds), so
-	// batch is for CPUs the gateway and its servers have to themselves.
-	// Elsewhere than Linux it has no effect.
-	Scheduling string `yaml:"scheduling"`
 	// MaxRequestBody caps a client's POST body (413 above it). Default
 	// DefaultMaxRequestBody.
 	MaxRequestBody ByteSize `yaml:"max_request_body"`
@@ -594,13 +585,6 @@ type Server struct {
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
 	Cwd     string            `yaml:"cwd"`
-	// Scheduling is how Linux schedules a stdio server's process:
-	// SchedulingBatch (the default) or SchedulingNormal. A batch process
-	// does not preempt the gateway when its input arrives: on a CPU the
-	// two share, the gateway finishes what it is doing (often writing the
-	// next requests) before the server runs. Elsewhere than Linux it has
-	// no effect.
-	Scheduling string `yaml:"scheduling"`
 
 	// URL, APIKey and Headers reach an http or sse server. APIKey is sent as
 	// "Authorization: Bearer <key>". URL must be https unless its host is
@@ -657,13 +641,6 @@ type Server struct {
 	// Default false: they are only kept in the event store.
 	ForwardNotifications bool `yaml:"forward_notifications"`
 }
-
-// Scheduling policies of the gateway's threads (Config.Scheduling) and of
-// a stdio server's process (Server.Scheduling).
-const (
-	SchedulingBatch  = "batch"
-	SchedulingNormal = "normal"
-)
 
 // Session modes of a server (Server.SessionMode).
 const (

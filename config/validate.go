@@ -245,11 +245,6 @@ func (c *Config) validateGateway() Problems {
 	if c.Secret != "" && len(c.Secret) < minSecretLen {
 		add("secret", "must be at least %d bytes long, or empty for a random key at each start", minSecretLen)
 	}
-	switch c.Scheduling {
-	case "", SchedulingNormal, SchedulingBatch:
-	default:
-		add("scheduling", "%q is not one of normal, batch", c.Scheduling)
-	}
 	for _, d := range []struct {
 		path string
 		d    Duration
@@ -603,9 +598,9 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 		for _, f := range []struct {
 			key string
 			set bool
-		}{{"command", s.Command != ""}, {"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"cwd", s.Cwd != ""}, {"scheduling", s.Scheduling != ""}} {
+		}{{"command", s.Command != ""}, {"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"cwd", s.Cwd != ""}} {
 			if f.set {
-				add(f.key, "not used by %s servers (command, args, env, cwd and scheduling are for stdio)", s.Transport)
+				add(f.key, "not used by %s servers (command, args, env and cwd are for stdio)", s.Transport)
 			}
 		}
 	default:
@@ -613,11 +608,6 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 	}
 	if s.Timeout < 0 {
 		add("timeout", "must not be negative (0 means the gateway's call_timeout)")
-	}
-	switch s.Scheduling {
-	case "", SchedulingBatch, SchedulingNormal:
-	default:
-		add("scheduling", "%q is not one of batch, normal", s.Scheduling)
 	}
 
 	// The messages below never show the url, api_key or a header or env

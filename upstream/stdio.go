@@ -21,7 +21,6 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/rawio"
 )
 
 // Limits of what the stdio transport keeps of a child's output.
@@ -67,7 +66,6 @@ type stdioTransport struct {
 	args    []string
 	env     map[string]string
 	dir     string
-	batch   bool // config.SchedulingBatch: see startCommand
 	maxMsg  int64
 	grace   time.Duration
 	logger  *slog.Logger
@@ -87,18 +85,14 @@ type stdioTransport struct {
 	doneErr       error
 	lastLine      string // last stderr line, at most lastStderrMax bytes
 
-	cmd   *exec.Cmd
-	pgid  int
-	pidv  atomic.Int64
-	stdin *os.File // our end of the child's stdin
-	// stdinRaw writes to stdin without the poller's wait (tryWrite), and
-	// without the scheduler's system call bookkeeping (internal/rawio); nil
-	// if the file has no raw access. Under wmu.
-	stdinRaw *rawio.FD
-	stdout   *os.File // our end of the child's stdout
-	stderr   *os.File // our end of the child's stderr
-	inOnce   sync.Once
-	signals  atomic.Bool // we signalled the group
+	cmd     *exec.Cmd
+	pgid    int
+	pidv    atomic.Int64
+	stdin   *os.File // our end of the child's stdin
+	stdout  *os.File // our end of the child's stdout
+	stderr  *os.File // our end of the child's stderr
+	inOnce  sync.Once
+	signals atomic.Bool // we signalled the group
 
 	// wmu serializes writes to stdin. It is a channel so that a sender
 	// waiting behind a writer blocked on a full pipe can give up when its
@@ -150,7 +144,6 @@ func newStdioTransport(srv config.Server, opts *ClientOptions) transport {
 		args:       slices.Clone(srv.Args),
 		env:        maps.Clone(srv.Env),
 		dir:        srv.Cwd,
-		batch:      srv.Scheduling != config.SchedulingNormal,
 		maxMsg:     maxMsg,
 		grace:      grace,
 		logger:     logger,
@@ -260,10 +253,8 @@ func (t *stdioTransport) start(ctx context.Context, recv func(m *jsonrpc.Message
 		closeAll()
 		return t.failStart(err)
 	}
-	growPipe(inW)
-	growPipe(outR)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := startCommand(cmd, t.batch); err != nil {
+	if err := cmd.Start(); err != nil {
 		closeAll()
 		return t.failStart(err)
 	}
@@ -276,7 +267,6 @@ func (t *stdioTransport) start(ctx context.Context, recv func(m *jsonrpc.Message
 	t.pgid = cmd.Process.Pid // Setpgid with Pgid 0: the group is named after the child
 	t.pidv.Store(int64(cmd.Process.Pid))
 	t.stdin, t.stdout, t.stderr = inW, outR, errR
-	t.stdinRaw = rawio.File(inW)
 	t.logger.Debug("server process started", "pid", cmd.Process.Pid)
 
 	t.wg.Add(4)
@@ -312,11 +302,7 @@ func (t *stdioTransport) wait() {
 func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) {
 	defer t.wg.Done()
 	defer close(t.stdoutDone)
-	var stdout io.Reader = t.stdout
-	if fd := rawio.File(t.stdout); fd != nil {
-		stdout = fd // read without waking the runtime's sysmon (internal/rawio)
-	}
-	lr := newLineReader(stdout, t.maxMsg)
+	lr := newLineReader(t.stdout, t.maxMsg)
 	for {
 		line, err := lr.readLine()
 		switch {
@@ -829,28 +815,8 @@ func (t *stdioTransport) writeErr(err error) error {
 }
 
 // write writes b to stdin, cutting the write short when ctx ends. It is
-// called under wmu. A first attempt does not wait: a pipe with room (the
-// usual case) takes the whole of b then, and ctx costs nothing; the rest
-// of a full pipe is written by a write that ctx can cut.
+// called under wmu.
 func (t *stdioTransport) write(ctx context.Context, b []byte) (int, error) {
-	n, err := t.tryWrite(b)
-	if err != nil || n == len(b) {
-		return n, err
-	}
-	m, err := t.waitWrite(ctx, b[n:])
-	return n + m, err
-}
-
-// tryWrite makes one write(2) of b to stdin, without waiting for room.
-func (t *stdioTransport) tryWrite(b []byte) (int, error) {
-	if t.stdinRaw == nil {
-		return 0, nil
-	}
-	return t.stdinRaw.TryWrite(b)
-}
-
-// waitWrite writes b to stdin, waiting for room, until ctx ends.
-func (t *stdioTransport) waitWrite(ctx context.Context, b []byte) (int, error) {
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		t.stdin.SetWriteDeadline(time.Unix(1, 0))

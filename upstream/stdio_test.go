@@ -1223,28 +1223,3 @@ func testBatchedLines(t *testing.T, pad int) {
 	}
 }
 
-// TestStdioTransport_WriteWithRoom: a line the pipe has room for is
-// written by one write(2) that does not wait, with nothing allocated for
-// the context (no AfterFunc) or the raw write.
-func TestStdioTransport_WriteWithRoom(t *testing.T) {
-	tr := newTestStdio(t, "")
-	if err := tr.start(context.Background(), func(*jsonrpc.Message, related) {}); err != nil {
-		t.Fatal(err)
-	}
-	if tr.stdinRaw == nil {
-		t.Fatal("stdin has no raw access: every write takes the waiting path")
-	}
-	line := []byte(`{"jsonrpc":"2.0","method":"notifications/ignored"}` + "\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	tr.wmu <- struct{}{}
-	defer func() { <-tr.wmu }()
-	allocs := testing.AllocsPerRun(100, func() {
-		if n, err := tr.write(ctx, line); err != nil || n != len(line) {
-			t.Fatalf("write = %d, %v; want %d, nil", n, err, len(line))
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("write of a line with room: %.1f allocations, want 0", allocs)
-	}
-}

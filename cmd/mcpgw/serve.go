@@ -9,15 +9,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/gcfloor"
 	"github.com/mcpgw/mcpgw/internal/h1"
-	"github.com/mcpgw/mcpgw/internal/sched"
 	"github.com/mcpgw/mcpgw/telemetry"
 )
 
@@ -47,13 +44,6 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	for _, w := range cfg.Warnings(lookupEnv) {
 		logger.Warn("a server entry may not start", "server", w.Server, "problem", w.String())
 	}
-	// Unless GOGC is set, the collector waits for the heap to reach 8 MiB
-	// while the live heap is small (internal/gcfloor says why).
-	if stop, started := gcfloor.Start(gcfloor.DefaultFloor, lookupEnv); started {
-		defer stop()
-		logger.Debug("gc heap floor set; GOGC overrides it", "floor_mib", gcfloor.DefaultFloor>>20)
-	}
-	defer setScheduling(cfg.Scheduling, logger)()
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("creating data_dir: %w", err)
 	}
@@ -198,38 +188,4 @@ func fixPublicURL(publicURL, listen, bound string) string {
 		return strings.TrimSuffix(publicURL, ":0") + ":" + boundPort
 	}
 	return publicURL
-}
-
-// setScheduling puts the gateway's threads under SCHED_BATCH when the
-// config's scheduling says batch (internal/sched says why), before any
-// stdio server starts, and returns what puts them back. A process started
-// under another policy than the normal one (by an operator: real-time,
-// idle, or batch already) is left as it is.
-func setScheduling(policy string, logger *slog.Logger) (restore func()) {
-	restore = func() {}
-	if policy != config.SchedulingBatch {
-		return restore
-	}
-	if !sched.Supported {
-		logger.Info("scheduling: batch has no effect elsewhere than Linux")
-		return restore
-	}
-	runtime.LockOSThread()
-	current, err := sched.Thread()
-	runtime.UnlockOSThread()
-	switch {
-	case err != nil:
-		logger.Warn("could not read the gateway's scheduling policy; it is left as it is", "err", err)
-	case current != sched.Other:
-		logger.Info("the gateway runs under a scheduling policy set before it started; scheduling: batch leaves it", "policy", current)
-	default:
-		if err := sched.SetProcess(sched.Batch); err != nil {
-			sched.SetProcess(sched.Other) // no thread half-way: all normal
-			logger.Warn("could not put the gateway's threads under SCHED_BATCH; they keep the normal policy", "err", err)
-			return restore
-		}
-		logger.Info("the gateway's threads run under SCHED_BATCH (scheduling: batch)")
-		restore = func() { sched.SetProcess(sched.Other) }
-	}
-	return restore
 }

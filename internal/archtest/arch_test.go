@@ -41,11 +41,9 @@ var allowed = map[string][]string{
 	"internal/h1":           {"internal/rawio"},
 	"internal/rawio":        {},
 	"internal/bufpool":      {},
-	"internal/gcfloor":      {},
-	"internal/sched":        {},
 	"internal/archtest":     {},
 	"examples/demo-server":  {},
-	"e2e":                   {"internal/rawclient", "internal/sched"},
+	"e2e":                   {"internal/rawclient"},
 
 	"e2e/fixtures/catalogserver":    {"e2e/fixtures/internal/fixture"},
 	"e2e/fixtures/relayserver":      {"e2e/fixtures/internal/fixture"},

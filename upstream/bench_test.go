@@ -237,37 +237,31 @@ func (s *benchHTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // BenchmarkClient_CallHTTP is a small tools/call round trip over the
 // streamable HTTP transport to an in-process httptest server on loopback,
-// answered as JSON and as an event stream, with the default client (h1's
-// lean transport, as in production) and with net/http's. Time and
-// allocations include the client and net/http's server.
+// answered as JSON and as an event stream, with the default client, as in
+// production. Time and allocations include the client and net/http's
+// server.
 func BenchmarkClient_CallHTTP(b *testing.B) {
-	for _, client := range []string{"default", "net_http"} {
-		for _, answer := range []string{"json", "sse"} {
-			b.Run(client+"/"+answer, func(b *testing.B) {
-				hs := httptest.NewServer(&benchHTTPServer{sse: answer == "sse"})
-				defer hs.Close()
-				srv := config.Server{Name: "fake", Transport: config.TransportHTTP, URL: hs.URL}
-				var opts ClientOptions
-				if client == "net_http" {
-					opts.HTTPClient = hs.Client()
-				}
-				c, err := New(srv, opts)
-				if err != nil {
-					b.Fatal(err)
-				}
+	for _, answer := range []string{"json", "sse"} {
+		b.Run(answer, func(b *testing.B) {
+			hs := httptest.NewServer(&benchHTTPServer{sse: answer == "sse"})
+			defer hs.Close()
+			srv := config.Server{Name: "fake", Transport: config.TransportHTTP, URL: hs.URL}
+			c, err := New(srv, ClientOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			if err := c.Connect(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
 				ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 				defer cancel()
-				if err := c.Connect(ctx); err != nil {
-					b.Fatal(err)
-				}
-				defer func() {
-					ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-					defer cancel()
-					c.Close(ctx)
-				}()
-				benchCall(b, c, benchCallParams, benchHooks(), "hello from the server")
-			})
-		}
+				c.Close(ctx)
+			}()
+			benchCall(b, c, benchCallParams, benchHooks(), "hello from the server")
+		})
 	}
 }
 

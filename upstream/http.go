@@ -58,7 +58,6 @@ import (
 	"gopkg.in/cenkalti/backoff.v1"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/h1"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/telemetry"
@@ -476,13 +475,10 @@ func sessionGone(code int, body []byte, sentSession bool) bool {
 }
 
 // lifetime is what an HTTP or SSE transport's work lives within, ended
-// once, by end: ctx ends its background work and the exchanges through a
-// client other than the default (followingBoth), group the exchanges
-// through the default client (exchange).
+// once, by end: ctx ends its background work and its exchanges under way.
 type lifetime struct {
-	ctx   context.Context
-	stop  context.CancelFunc
-	group h1.Group
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 func newLifetime() *lifetime {
@@ -491,28 +487,14 @@ func newLifetime() *lifetime {
 }
 
 // end ends l's background work and its exchanges under way.
-func (l *lifetime) end() {
-	l.stop()
-	l.group.Close()
-}
+func (l *lifetime) end() { l.stop() }
 
 // exchange returns the context of one HTTP exchange: it ends when ctx
 // ends or when life ends, and cancel ends it too (after detach, which
 // stops following ctx, for a body drained after the caller has gone).
-//
-// Through the default client, whose transport is internal/h1's, it is
-// ctx itself, carrying life's group: detach and cancel then do nothing,
-// and a body the caller leaves unread ends with ctx (release closes it).
-// Any other client gets a context of its own per exchange
-// (followingBoth).
 func (p *peer) exchange(ctx context.Context, life *lifetime) (rctx context.Context, detach, cancel func()) {
-	if p.hc == defaultHTTPClient {
-		return h1.WithGroup(ctx, &life.group), doNothing, doNothing
-	}
 	return followingBoth(ctx, life.ctx)
 }
-
-func doNothing() {}
 
 // followingBoth returns a context that ends when ctx or life ends, or on
 // cancel; detach stops following ctx. It is life's child, not ctx's, so
@@ -702,40 +684,11 @@ func (t *httpTransport) background(f func()) bool {
 	return true
 }
 
-// ender is a response body that tells whether it is over, and detacher
-// one that can outlive its request's context (internal/h1's are both).
-type (
-	ender    interface{ Ended() bool }
-	detacher interface{ Detach() bool }
-)
-
 // release closes a body we stopped reading. What is left is drained in the
 // background, briefly, so that an HTTP/1.1 connection can be reused.
 func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
-	if e, ok := body.(ender); ok && e.Ended() {
-		// Read to its end already, as most answers' streams are by the
-		// time their answer is parsed: nothing to drain.
-		body.Close()
-		cancel()
-		return
-	}
-	// Through internal/h1 the body follows the call's context, which
-	// ends as soon as the answer is relayed, often before the stream's
-	// last chunk has come (a server writes it after the event): it would
-	// cut the connection under the drain, and the next call would dial a
-	// new one. Detached, the drain below bounds it (and the client's end
-	// still cuts it).
-	if d, ok := body.(detacher); ok {
-		d.Detach()
-	}
 	ok := t.background(func() {
-		// cancel ends a read under way, and so does closing the body,
-		// which the default client's need: there cancel does nothing
-		// (see exchange).
-		timer := time.AfterFunc(drainTimeout, func() {
-			cancel()
-			body.Close()
-		})
+		timer := time.AfterFunc(drainTimeout, cancel)
 		defer timer.Stop()
 		io.Copy(io.Discard, io.LimitReader(body, drainLimit))
 		body.Close()

@@ -3,11 +3,11 @@ package upstream
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/h1"
 )
 
 const defaultStopGrace = 3 * time.Second
@@ -53,18 +53,24 @@ func New(srv config.Server, opts ClientOptions) (*Client, error) {
 
 // defaultHTTPClient keeps connections alive across calls and sets no overall
 // timeout: event streams are long-lived, and each call is bounded by its
-// context. Plain-HTTP servers are reached by h1's lean transport (no
-// goroutine handoffs per call); https and proxied ones by net/http's.
+// context. Its transport is tuned as a reverse proxy's: many idle
+// connections per upstream host (calls run concurrently), bounded dials
+// and handshakes, and no transparent compression, which would make the
+// transport decompress what the gateway only relays.
 var defaultHTTPClient = &http.Client{
-	Transport: &h1.Transport{
-		Fallback: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   true,
-		},
-		MaxIdlePerHost: 64,
-		IdleTimeout:    90 * time.Second,
+	Transport: &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+		DisableCompression:    true,
 	},
 }
 

@@ -245,8 +245,7 @@ func TestSSE_StreamEnds(t *testing.T) {
 
 // TestSSE_EndDuringPost checks that a POST the server never answers ends
 // when the transport does: closed, or its event stream ended by the
-// server. Through the default client the POST runs on the call's context
-// and the transport's h1.Group, which both ends close.
+// server.
 func TestSSE_EndDuringPost(t *testing.T) {
 	for _, tc := range []struct {
 		name string

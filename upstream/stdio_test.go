@@ -1222,4 +1222,3 @@ func testBatchedLines(t *testing.T, pad int) {
 		}
 	}
 }
-

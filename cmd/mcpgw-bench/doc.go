@@ -42,9 +42,8 @@
 // the tool skips priming events and notifications until the response with
 // its request's id, then drains the stream so that the connection is
 // reused. Server-to-client requests are not answered; they are counted in a
-// note. Each POST is written and its answer read on the session's own
-// goroutine (internal/h1's client), so that no hand-off between the tool's
-// goroutines is inside the latency it reports. Over stdio, one reader
+// note. Each POST is a round trip of net/http's client from the
+// session's own goroutine. Over stdio, one reader
 // goroutine reads the server's stdout lines (of any length up to 64 MiB)
 // and hands each response to the worker whose id it carries; workers write
 // to stdin under a mutex.

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/mcpgw/mcpgw/internal/h1"
 )
 
 const (
@@ -67,12 +65,8 @@ func runHTTP(ctx context.Context, c *config) (*report, error) {
 type target struct {
 	url    string
 	client *http.Client // GET streams and DELETEs
-	// posts carries the POSTs (internal/h1): the caller's goroutine
-	// writes each request and reads its answer on a kept-alive
-	// connection, where net/http's client hands every request between
-	// three goroutines. At one session that cost the tool about 80 µs of
-	// CPU per request more than its pipe client, on each request's way.
-	posts  *h1.Transport
+	// posts carries the POSTs: round trips that follow no redirect.
+	posts  *http.Transport
 	header http.Header // -header
 	buf    int         // line buffer size of a session
 }
@@ -103,15 +97,13 @@ func newTarget(ctx context.Context, c *config, conns, bufSize int) (*target, err
 			// A redirect could leave this machine; the answer is an error.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		// Its round trips follow no redirect either.
-		posts:  &h1.Transport{Fallback: tr, DialContext: dialLoopback, MaxIdlePerHost: conns + openConcurrency},
+		posts:  tr,
 		header: c.header,
 		buf:    max(bufSize, 4<<10),
 	}, nil
 }
 
-// close closes the idle connections: the POSTs' and their fallback's,
-// which is the client's transport.
+// close closes the idle connections.
 func (t *target) close() { t.posts.CloseIdleConnections() }
 
 // checkLoopback refuses a URL whose host is not a loopback address or does

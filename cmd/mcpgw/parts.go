@@ -372,7 +372,7 @@ const (
 // upstreams (children stopped and reaped, HTTP sessions deleted). Each
 // step has its own budget, so a drain that used all of the grace still
 // lets the last answers flush and the children stop.
-func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv endpointServer) error {
+func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Server) error {
 	p.ready.drain()
 	var errs []error
 	step := func(d time.Duration, f func(context.Context) error) {
@@ -412,13 +412,6 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv endpointS
 		errs = append(errs, fmt.Errorf("closing the media store: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// endpointServer is the main listener's server: net/http's, or h1's fast
-// path in front of it.
-type endpointServer interface {
-	Shutdown(context.Context) error
-	Close() error
 }
 
 // restoreServers adds to mgr, before it starts, the servers registered

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/h1"
 	"github.com/mcpgw/mcpgw/telemetry"
 )
 
@@ -106,13 +105,11 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		}
 	}()
 
-	// The MCP endpoint's plain POSTs take h1's fast path; every other
-	// connection is net/http's, with the same settings.
-	srv := &h1.Server{HTTP: &http.Server{
+	srv := &http.Server{
 		Handler:           p.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-	}}
+	}
 	serveErr := make(chan error, 2) // the main and the admin listener
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String(), "public_url", publicURL, "servers", len(cfg.Servers), "version", buildVersion())

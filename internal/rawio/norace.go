@@ -1,6 +1,0 @@
-//go:build !race
-
-package rawio
-
-func raceAfterRead([]byte)   {}
-func raceBeforeWrite([]byte) {}

@@ -23,9 +23,7 @@ func manyServers(n, m int) *upstreamtest.Manager {
 		}
 		servers = append(servers, s)
 	}
-	mgr := upstreamtest.NewManager(servers...)
-	mgr.Unpooled = true // benchmarks measure the core alone
-	return mgr
+	return upstreamtest.NewManager(servers...)
 }
 
 // BenchmarkCatalogBuild merges 100 servers × 100 tools: what a change of

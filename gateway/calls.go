@@ -32,16 +32,11 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if res, err, handled := s.taskCall(ctx, req, ref, req.Params, rename); handled {
 		return res, err
 	}
-	req.toolResult = toolResultFacts{}
 	body, err := s.forward(ctx, req, ref.Server, "tools/call", req.Params, &rename, onlyCall)
 	if err != nil {
 		return nil, err
 	}
-	res := complete(s.exposeResult(cat, req, ref.Server, body, "content", false))
-	if sameBytes(req.toolResult.body, body) {
-		res.isError = readBoolOf(req.toolResult.isError) // of body, which the exposure keeps
-	}
-	return res, nil
+	return complete(s.exposeResult(cat, req, ref.Server, body, "content", false)), nil
 }
 
 // promptsGet routes prompts/get like a tool call.

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/mediastore"
 	"github.com/mcpgw/mcpgw/upstream"
 	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
@@ -264,7 +263,7 @@ func TestExposeResult_OnlyText(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := json.RawMessage(tc.body)
-			if got := onlyText(body, "content", nil); got != tc.only {
+			if got := onlyText(body, "content"); got != tc.only {
 				t.Errorf("onlyText = %v, want %v", got, tc.only)
 			}
 			want := s.rewriteMedia(req, "m", s.exposeURIs(cat, req.Principal, "m", body, "content", false), "content", false)
@@ -274,71 +273,8 @@ func TestExposeResult_OnlyText(t *testing.T) {
 			if got := s.exposeResult(cat, req, "m", body, "content", false); !bytes.Equal(got, want) {
 				t.Errorf("exposeResult:\n%.300s\nthe two rewrites:\n%.300s", got, want)
 			}
-			// The same, from what the upstream's read of the result
-			// told (Request.ReadToolResult).
-			read := &Request{Principal: "alice", Session: "A", Method: "tools/call"}
-			(*toolResultReader)(read).ReadToolResult(body)
-			if read.toolResult.textOnly != tc.only {
-				t.Errorf("ReadToolResult: text only %v, want %v", read.toolResult.textOnly, tc.only)
-			}
-			if got := s.exposeResult(cat, read, "m", body, "content", false); !bytes.Equal(got, want) {
-				t.Errorf("exposeResult after ReadToolResult:\n%.300s\nthe two rewrites:\n%.300s", got, want)
-			}
 		})
 	}
-}
-
-// checkReadToolResult holds Request.ReadToolResult to onlyText and to
-// rawjson.Get's isError, read apart.
-func checkReadToolResult(t *testing.T, body json.RawMessage) {
-	t.Helper()
-	req := &Request{}
-	isError := (*toolResultReader)(req).ReadToolResult(body)
-	v, ok, _ := rawjson.Get(body, "isError")
-	if want := ok && string(v) == "true"; isError != want || req.toolResult.isError != want {
-		t.Errorf("ReadToolResult(%s) says isError %v, kept %v; rawjson.Get reads %v", body, isError, req.toolResult.isError, want)
-	}
-	if want := onlyText(body, "content", nil); req.toolResult.textOnly != want {
-		t.Errorf("ReadToolResult(%s): text only %v, onlyText says %v", body, req.toolResult.textOnly, want)
-	}
-	if !sameBytes(req.toolResult.body, body) {
-		t.Errorf("ReadToolResult(%s) did not keep which result it read", body)
-	}
-}
-
-func TestReadToolResult(t *testing.T) {
-	for _, body := range []string{
-		`{"content":[{"type":"text","text":"hi"}],"isError":true}`,
-		`{"isError":true,"content":[{"type":"text","text":"hi"}]}`,
-		`{"content":[{"type":"text","text":"hi"}],"isError":false}`,
-		`{"content":[{"type":"text","text":"hi"}]}`,
-		`{"content":[{"type":"text","text":"hi"}],"isError":true,"isError":false}`,
-		`{"content":[{"type":"text","text":"hi"}],"isError":false,"isError":true}`,
-		`{"content":[{"type":"text","text":"hi"}],"is\u0045rror":true}`,
-		`{"content":[{"type":"text","text":"hi"}],"isError":"true"}`,
-		`{"content":[{"type":"image","data":"AA=="}],"isError":true}`,
-		`{"content":[{"type":"te\u0078t"}],"isError":true}`,
-		`{"content":{"type":"text"},"isError":true}`,
-		`{"content":[],"content":[],"isError":true}`,
-		`{"isError":true}`,
-		`{}`,
-		`{"structuredContent":{"isError":true},"content":[]}`,
-	} {
-		checkReadToolResult(t, json.RawMessage(body))
-	}
-}
-
-// FuzzReadToolResult holds ReadToolResult to the two reads it replaces on
-// any JSON object.
-func FuzzReadToolResult(f *testing.F) {
-	f.Add([]byte(`{"content":[{"type":"text","text":"a \"b\""}],"structuredContent":{"x":[1]},"isError":true}`))
-	f.Add([]byte(`{"isError":false,"content":[{"text":"c","type":"image"}],"is\u0045rror":true}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		if !rawjson.Valid(body) || len(bytes.TrimSpace(body)) == 0 || bytes.TrimSpace(body)[0] != '{' {
-			return
-		}
-		checkReadToolResult(t, body)
-	})
 }
 
 // BenchmarkOnlyText tells a 64 KiB text result from one with media, with
@@ -355,12 +291,12 @@ func BenchmarkOnlyText(b *testing.B) {
 	} {
 		body := json.RawMessage(`{"content":[{"type":"text","text":` + bc.text + `}],"isError":false}`)
 		b.Run(bc.name, func(b *testing.B) {
-			if !onlyText(body, "content", nil) {
+			if !onlyText(body, "content") {
 				b.Fatal("not text")
 			}
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				onlyText(body, "content", nil)
+				onlyText(body, "content")
 			}
 		})
 	}

@@ -269,12 +269,7 @@ func outcomeOf(req *Request, res *Result, err error) (outcome, errType string) {
 		return telemetry.OutcomeError, telemetry.ErrorInternal
 	}
 	if req.Method == "tools/call" && res != nil && res.Type == ResultComplete {
-		toolError := res.isError == readTrue
-		if res.isError == unread {
-			v, ok, _ := rawjson.Get(res.Body, "isError")
-			toolError = ok && string(v) == "true"
-		}
-		if toolError {
+		if v, ok, _ := rawjson.Get(res.Body, "isError"); ok && string(v) == "true" {
 			return telemetry.OutcomeToolError, telemetry.ErrorToolError
 		}
 	}

@@ -310,10 +310,7 @@ func TestOutcomeOf(t *testing.T) {
 		{"isError false", "tools/call", complete(json.RawMessage(`{"isError":false}`)), nil, "ok", ""},
 		{"isError", "tools/call", complete(json.RawMessage(`{"isError":true}`)), nil, "tool_error", "tool_error"},
 		{"isError outside tools/call", "prompts/get", complete(json.RawMessage(`{"isError":true}`)), nil, "ok", ""},
-		// What the upstream read is taken as it is, without reading the
-		// body (these bodies say the opposite, to tell).
-		{"isError as read upstream", "tools/call", &Result{Type: ResultComplete, Body: json.RawMessage(`{"isError":false}`), isError: readTrue}, nil, "tool_error", "tool_error"},
-		{"no isError as read upstream", "tools/call", &Result{Type: ResultComplete, Body: json.RawMessage(`{"isError":true}`), isError: readFalse}, nil, "ok", ""},
+		{"isError given twice", "tools/call", complete(json.RawMessage(`{"isError":false,"isError":true}`)), nil, "tool_error", "tool_error"},
 		{"a task", "tools/call", &Result{Type: ResultTask, Body: json.RawMessage(`{"task":{}}`)}, nil, "ok", ""},
 		{"JSON-RPC error", "tools/call", nil, jsonrpc.NewError(CodeUpstreamTimeout, "slow", nil), "error", "-31002"},
 		{"cancelled", "tools/call", nil, context.Canceled, "cancelled", "cancelled"},

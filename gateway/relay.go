@@ -152,11 +152,10 @@ func (r *relay) mint(kind string) string {
 // withProgress returns params with rename made (when not nil: the
 // upstream's own name) and, when the client sent a progress token and
 // there is someone to notify, with the token replaced by one of ours, all
-// in one copy appended to dst (which may be nil); and a func that forgets
-// the token. meta is params' _meta member, nil when absent, which the
+// in one copy; and a func that forgets the token. meta is params' _meta member, nil when absent, which the
 // caller read (Request.member). With nothing to change it returns params
 // itself. Params that are not an object are an invalidParams error.
-func (r *relay) withProgress(dst []byte, params, meta json.RawMessage, notify func(string, json.RawMessage), rename *rawjson.Edit) (json.RawMessage, func(), error) {
+func (r *relay) withProgress(params, meta json.RawMessage, notify func(string, json.RawMessage), rename *rawjson.Edit) (json.RawMessage, func(), error) {
 	var token json.RawMessage
 	if notify != nil && meta != nil {
 		token, _, _ = rawjson.Get(meta, "progressToken")
@@ -182,7 +181,7 @@ func (r *relay) withProgress(dst []byte, params, meta json.RawMessage, notify fu
 	if n == 0 {
 		return params, noForget, nil
 	}
-	out, err := rawjson.AppendApply(dst, params, all[:n]...)
+	out, err := rawjson.AppendApply(nil, params, all[:n]...)
 	if err != nil {
 		return nil, noForget, invalidParams("params must be a JSON object")
 	}

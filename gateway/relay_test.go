@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -396,75 +395,43 @@ func TestWithProgress(t *testing.T) {
 		{"not an object", `[1]`, notify, &rename, ``, "", true},
 	}
 	for _, tt := range tests {
-		for _, room := range []int{-1, 4, 256} { // no buffer, one too small, one with room
-			t.Run(fmt.Sprintf("%s/buffer %d", tt.name, room), func(t *testing.T) {
-				var r relay
-				r.init()
-				var dst []byte
-				if room >= 0 {
-					dst = make([]byte, 0, room)
+		t.Run(tt.name, func(t *testing.T) {
+			var r relay
+			r.init()
+			params := json.RawMessage(tt.params)
+			out, forget, err := r.withProgress(params, metaOf(params), tt.notify, tt.rename)
+			if tt.err {
+				if err == nil {
+					t.Fatalf("withProgress = %s, want an error", out)
 				}
-				params := json.RawMessage(tt.params)
-				out, forget, err := r.withProgress(dst, params, metaOf(params), tt.notify, tt.rename)
-				if tt.err {
-					if err == nil {
-						t.Fatalf("withProgress = %s, want an error", out)
-					}
-					return
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				var ours string
-				for k := range r.progress {
-					ours = k
-				}
-				if got := string(out); got != strings.ReplaceAll(tt.want, "TOKEN", ours) {
-					t.Errorf("params %s, want %s (token %q)", got, tt.want, ours)
-				}
-				// The copy goes into dst when it has the room; with nothing
-				// to change there is no copy at all.
-				switch inDst, inParams := room >= len(out) && &out[0] == &dst[:1][0], &out[0] == &params[0]; {
-				case tt.rename == nil && tt.route == "" && !inParams:
-					t.Error("withProgress copied params it did not change")
-				case (tt.rename != nil || tt.route != "") && inDst != (room >= len(out)):
-					t.Errorf("the copy is in dst: %v, want %v (room %d for %d bytes)", inDst, room >= len(out), room, len(out))
-				}
-				if tt.route == "" {
-					if len(r.progress) != 0 {
-						t.Errorf("routes %v, want none", r.progress)
-					}
-				} else if len(r.progress) != 1 || string(r.progress[ours].token) != tt.route {
-					t.Errorf("route for %q: %+v, want the client's %s", ours, r.progress[ours], tt.route)
-				}
-				forget()
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ours string
+			for k := range r.progress {
+				ours = k
+			}
+			if got := string(out); got != strings.ReplaceAll(tt.want, "TOKEN", ours) {
+				t.Errorf("params %s, want %s (token %q)", got, tt.want, ours)
+			}
+			// With nothing to change there is no copy at all.
+			if tt.rename == nil && tt.route == "" && &out[0] != &params[0] {
+				t.Error("withProgress copied params it did not change")
+			}
+			if tt.route == "" {
 				if len(r.progress) != 0 {
-					t.Errorf("forget left %d routes", len(r.progress))
+					t.Errorf("routes %v, want none", r.progress)
 				}
-			})
-		}
-	}
-}
-
-// TestEditRoom: a buffer of editRoom bytes holds the edited params
-// without growing, with the longest progress token the relay mints and a
-// long tool name, so forward's pooled buffer is the one used.
-func TestEditRoom(t *testing.T) {
-	var r relay
-	r.init()
-	r.next.Store(math.MaxUint64 - 1) // the next token is the longest
-	params := json.RawMessage(`{"name":"mcp__s__x","arguments":{"text":"` + strings.Repeat("x", 2000) + `"},"_meta":{"progressToken":"c"}}`)
-	for _, name := range []string{"x", strings.Repeat("n", 128), "a \"quoted\" name"} {
-		rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(nil, name)}
-		dst := make([]byte, 0, editRoom(params, &rename))
-		out, forget, err := r.withProgress(dst, params, metaOf(params), func(string, json.RawMessage) {}, &rename)
-		if err != nil {
-			t.Fatal(err)
-		}
-		forget()
-		if &out[0] != &dst[:1][0] {
-			t.Errorf("name %q: the edited params (%d bytes) outgrew a buffer of editRoom = %d", name, len(out), cap(dst))
-		}
+			} else if len(r.progress) != 1 || string(r.progress[ours].token) != tt.route {
+				t.Errorf("route for %q: %+v, want the client's %s", ours, r.progress[ours], tt.route)
+			}
+			forget()
+			if len(r.progress) != 0 {
+				t.Errorf("forget left %d routes", len(r.progress))
+			}
+		})
 	}
 }
 

@@ -87,12 +87,6 @@ type Request struct {
 	// promptName is the exposed name of a prompts/get's prompt, once
 	// found; server is the server the request was routed to (see routed).
 	promptName, server string
-	// releases give back the pooled buffers of the upstream answers that
-	// forward adopted; Handle moves them to the Result.
-	releases []func()
-	// toolResult is what toolResultReader read of a forwarded
-	// tools/call's result, for the upstream's metrics and for the core.
-	toolResult toolResultFacts
 	// members are the members of Params the core reads, once read.
 	members paramsMembers
 }
@@ -166,41 +160,6 @@ const (
 type Result struct {
 	Type ResultType
 	Body json.RawMessage
-
-	// release gives back the buffers Body may alias.
-	release []func()
-	// isError is a tools/call result's isError as read for the
-	// upstream's metrics (toolResultReader), when Body is that
-	// result: outcomeOf then need not read it again.
-	isError readBool
-}
-
-// readBool is a boolean read once for later readers, or unread.
-type readBool uint8
-
-const (
-	unread readBool = iota
-	readFalse
-	readTrue
-)
-
-func readBoolOf(b bool) readBool {
-	if b {
-		return readTrue
-	}
-	return readFalse
-}
-
-// Release gives back the pooled buffers Body may alias (a large answer an
-// upstream sent over stdio, relayed without a copy). The edge calls it
-// once it has written or copied Body and nothing holds any of it; Body
-// must not be used afterwards. An edge that never calls it leaves the
-// buffers to the garbage collector.
-func (r *Result) Release() {
-	for _, release := range r.release {
-		release()
-	}
-	r.release = nil
 }
 
 func complete(body json.RawMessage) *Result {

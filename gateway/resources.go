@@ -213,7 +213,7 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 // every one; a 64 KiB text with a quote on every line costs about as much
 // to skip as to check).
 func (s *Server) exposeResult(cat *catalog, req *Request, server string, body json.RawMessage, field string, messages bool) json.RawMessage {
-	if !messages && req.onlyText(body, field) {
+	if !messages && onlyText(body, field) {
 		return body
 	}
 	return s.rewriteMedia(req, server, s.exposeURIs(cat, req.Principal, server, body, field, messages), field, messages)
@@ -224,10 +224,8 @@ func (s *Server) exposeResult(cat *catalog, req *Request, server string, body js
 // "type" member is exactly "text". A block with an escaped key (one might
 // spell "type"), a field given twice, or anything else unusual, is left
 // to the rewrites. It reads obj once (rawjson.ArrayMembers): a block's
-// text is skipped once, not three times. other, if not nil, gets obj's
-// other members (while the walk goes on: not all of them when it finds
-// a block that is not text).
-func onlyText(obj json.RawMessage, field string, other func(key, val []byte)) bool {
+// text is skipped once, not three times.
+func onlyText(obj json.RawMessage, field string) bool {
 	var typ []byte
 	return rawjson.ArrayMembers(obj, field, func(_ int, key, val []byte) bool {
 		if bytes.IndexByte(key, '\\') >= 0 {
@@ -241,62 +239,7 @@ func onlyText(obj json.RawMessage, field string, other func(key, val []byte)) bo
 		text := string(typ) == `"text"`
 		typ = nil
 		return text
-	}, other)
-}
-
-// toolResultFacts is what one walk of a forwarded tools/call's result
-// tells (toolResultReader): whether its blocks are all text
-// (onlyText) and its isError.
-type toolResultFacts struct {
-	body     json.RawMessage // the result read, nil when none was
-	textOnly bool
-	isError  bool
-}
-
-// toolResultReader is a Request as the reader of its forwarded
-// tools/call's result that the upstream's metrics ask
-// (upstream.CallHooks.ToolResult).
-type toolResultReader Request
-
-// ReadToolResult reads a forwarded tools/call's result for the upstream's
-// metrics and keeps what it read for the core: the metrics need its
-// isError, exposeResult whether its blocks are all text, and one walk
-// tells both (each a pass over all of the result when read apart).
-// isError is read as rawjson.Get reads it: the last member of that name,
-// exactly true.
-func (r *toolResultReader) ReadToolResult(res json.RawMessage) bool {
-	var isError []byte
-	sure := true // no other member has an escaped key that may spell isError
-	textOnly := onlyText(res, "content", func(key, val []byte) {
-		switch {
-		case string(key) == `"isError"`:
-			isError = val
-		case bytes.IndexByte(key, '\\') >= 0:
-			sure = false
-		}
-	})
-	if !textOnly || !sure {
-		// The walk stopped short of the end, or a key may spell isError:
-		// read it apart (a result with media or links takes the
-		// rewrites' passes anyway).
-		v, ok, _ := rawjson.Get(res, "isError")
-		isError = nil
-		if ok {
-			isError = v
-		}
-	}
-	r.toolResult = toolResultFacts{body: res, textOnly: textOnly, isError: string(isError) == "true"}
-	return r.toolResult.isError
-}
-
-// onlyText is onlyText for a result of this request: what
-// ReadToolResult read when body is the result it read, without reading
-// it again.
-func (r *Request) onlyText(body json.RawMessage, field string) bool {
-	if f := r.toolResult; field == "content" && sameBytes(f.body, body) {
-		return f.textOnly
-	}
-	return onlyText(body, field, nil)
+	}, nil)
 }
 
 // exposeURIs is exposeResult's rewrite of URIs.

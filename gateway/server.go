@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/seal"
@@ -615,24 +614,8 @@ func (s *Server) flush() {
 // Handle answers one request. The error, when not nil, is a *jsonrpc.Error
 // ready for the client, or the context's error when ctx ended (the client
 // went away or cancelled; nothing is to be written).
-//
-// Handle keeps nothing of req.Params once it returns, and its result does
-// not share their memory: the edge reuses the buffer of a request's body
-// for the next one. What outlives the call (a hosted task's background
-// call) works on a copy.
-//
-// The result's Body may alias a pooled buffer: see Result.Release.
 func (s *Server) Handle(ctx context.Context, req *Request) (*Result, error) {
-	res, err := s.Observe(ctx, req, func(ctx context.Context) (*Result, error) { return s.handle(ctx, req) })
-	if len(req.releases) > 0 {
-		// Without a result, what failed may still quote the answer: its
-		// buffers are left to the garbage collector.
-		if err == nil && res != nil {
-			res.release = append(res.release, req.releases...)
-		}
-		req.releases = nil
-	}
-	return res, err
+	return s.Observe(ctx, req, func(ctx context.Context) (*Result, error) { return s.handle(ctx, req) })
 }
 
 // handle is Handle under the request's span.
@@ -689,54 +672,25 @@ func (s *Server) timeout(server string) time.Duration {
 // replaced by one of ours, and the server's requests during the call
 // (elicitation, sampling, roots) go to the client through req.Input, with
 // the call's timeout paused while the client answers.
-//
-// The edited params are built in a pooled buffer, given back once the call
-// is over: Upstreams.Call keeps nothing of them.
 func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit, mode forwardMode) (json.RawMessage, error) {
-	var buf []byte
-	if len(params) >= minPooledParams {
-		buf = paramBuffers.Get(editRoom(params, rename))
-		defer paramBuffers.Put(buf)
-	}
 	meta, _ := req.member(params, "_meta")
-	params, forget, err := s.relay.withProgress(buf, params, meta, req.Notify, rename)
+	params, forget, err := s.relay.withProgress(params, meta, req.Notify, rename)
 	if err != nil {
 		return nil, err
 	}
 	defer forget()
-	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0, mode|adoptAnswer)
+	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0, mode)
 }
 
 // forwardMode says how forwardAs makes a call.
 type forwardMode uint8
 
 const (
-	// adoptAnswer gives the request the pooled buffer of the upstream's
-	// answer (CallHooks.Adopt), which Handle moves to the Result.
-	adoptAnswer forwardMode = 1 << iota
 	// onlyCall says the call is the only one its request makes upstream:
 	// its timeout may then end the request's own context, through
 	// Request.Cancel where the edge gives one (see newCallTimer).
-	onlyCall
+	onlyCall forwardMode = 1 << iota
 )
-
-// paramBuffers hold the params forward edits: a tool call's arguments can
-// be large. Smaller params than minPooledParams cost less to allocate, and
-// larger ones than 256 KiB are left to the garbage collector.
-var paramBuffers = bufpool.New(minPooledParams, 256<<10)
-
-const minPooledParams = 1 << 10
-
-// editRoom is the room withProgress needs to edit params: their length,
-// the new name, and our progress token (at most 56 bytes with its key,
-// _meta's and the separators).
-func editRoom(params json.RawMessage, rename *rawjson.Edit) int {
-	room := len(params) + 64
-	if rename != nil {
-		room += len(rename.Key) + len(rename.Val) + 4
-	}
-	return room
-}
 
 // forwardAs is forward to the upstream session of who, with params whose
 // progress token is already the gateway's, bounded by timeout instead of
@@ -759,13 +713,9 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 	timer := newCallTimer(ctx, shared, timeout)
 	defer timer.stop()
 	hooks := &upstream.CallHooks{
-		Notify:     func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
-		Request:    s.inputHandler(req, server, who, timer),
-		Header:     req.Header,
-		ToolResult: (*toolResultReader)(req),
-	}
-	if mode&adoptAnswer != 0 {
-		hooks.Adopt = func(release func()) { req.releases = append(req.releases, release) }
+		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
+		Request: s.inputHandler(req, server, who, timer),
+		Header:  req.Header,
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {

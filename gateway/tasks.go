@@ -363,7 +363,7 @@ func ptrServer(sc config.Server) *config.Server { return &sc }
 func (s *Server) relayTask(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
 	callerKey, who := s.callerKey(ref.Server, req)
 	meta, _ := req.member(params, "_meta")
-	params, forget, err := s.relay.withProgress(nil, params, meta, req.SessionNotify, nil)
+	params, forget, err := s.relay.withProgress(params, meta, req.SessionNotify, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -736,7 +736,7 @@ func (s *Server) blockAndPoll(ctx context.Context, req *Request, ref naming.Ref,
 		return nil, invalidParams("tools/call params must be a JSON object")
 	}
 	meta, _ := req.member(params, "_meta")
-	params, forget, err := s.relay.withProgress(nil, params, meta, req.Notify, nil)
+	params, forget, err := s.relay.withProgress(params, meta, req.Notify, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -111,30 +111,6 @@ type CallHooks struct {
 	// without forward_headers, it is ignored. It is read, never changed.
 	// Nil forwards nothing.
 	Header http.Header
-	// Adopt, if set, takes over the buffer a successful result was read
-	// into, when the transport read it into a pooled one (a large stdio
-	// answer): Call passes it the function that gives the buffer back
-	// before returning the result, and the result stays valid until that
-	// function is called. The caller calls it once nothing holds any of
-	// the result. Without Adopt the buffer is left to the garbage
-	// collector.
-	Adopt func(release func())
-	// ToolResult, if set, reads the result of a tools/call that succeeded
-	// for the caller and tells its isError: Manager.Call asks it instead
-	// of reading isError itself for its metrics, so that a caller that
-	// reads the result anyway reads it once (a pass over all of it: a
-	// 64 KiB text costs one per reader). It is not asked for other
-	// methods, nor for a call that failed.
-	ToolResult ToolResultReader
-}
-
-// ToolResultReader reads a tools/call result for a caller
-// (CallHooks.ToolResult).
-type ToolResultReader interface {
-	// ReadToolResult reports whether result, a tools/call result, says
-	// isError true: its member isError (the last, if given twice) is
-	// exactly true.
-	ReadToolResult(result json.RawMessage) (isError bool)
 }
 
 // relays reports whether h takes any of the server's messages.
@@ -569,7 +545,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		// broke after the response).
 		select {
 		case m := <-pc.resp:
-			return adopted(m, hooks)
+			return result(m)
 		default:
 		}
 		if ctx.Err() != nil {
@@ -590,7 +566,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 	}
 	select {
 	case m := <-pc.resp:
-		return adopted(m, hooks)
+		return result(m)
 	case <-ctx.Done():
 		c.cancel(ctx, id, method)
 		return nil, ctx.Err()
@@ -598,23 +574,11 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		// A response may have raced with the end of the transport.
 		select {
 		case m := <-pc.resp:
-			return adopted(m, hooks)
+			return result(m)
 		default:
 		}
 		return nil, &ConnectionError{Server: c.opts.Name, Err: c.t.err()}
 	}
-}
-
-// adopted is result(m), handing the buffer of a successful result to
-// hooks.Adopt when m holds a pooled one and the caller takes it.
-func adopted(m *jsonrpc.Message, hooks *CallHooks) (json.RawMessage, error) {
-	res, err := result(m)
-	if err == nil && hooks != nil && hooks.Adopt != nil {
-		if release := m.TakeRelease(); release != nil {
-			hooks.Adopt(release)
-		}
-	}
-	return res, err
 }
 
 // traceParams returns the params of a request of method with the trace

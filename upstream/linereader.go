@@ -152,23 +152,6 @@ func (lr *lineReader) fill() {
 	lr.err = io.ErrNoProgress
 }
 
-// detach hands the caller the buffer that holds the line readLine last
-// returned, so that the line need not be copied out of it: the reader goes
-// on in a buffer of at least the same size from get (which returns an
-// empty buffer with room for n bytes), into which it moves what it has
-// read past the line. The caller owns the returned buffer, whole; the
-// reader never touches it again. The line must have come from the last
-// readLine, with no error.
-func (lr *lineReader) detach(get func(n int) []byte) []byte {
-	old := lr.buf
-	buf := get(len(old))
-	buf = buf[:cap(buf)]
-	lr.end = copy(buf, old[lr.start:lr.end])
-	lr.start = 0
-	lr.buf = buf
-	return old
-}
-
 // shrink drops a buffer grown past lineReaderKeptSize for a large line
 // once what is left of it fits in a small one.
 func (lr *lineReader) shrink() {

@@ -195,46 +195,6 @@ func fuzzLineReader(data []byte, max uint16, chunk uint8) *lineReader {
 	return newLineReader(r, int64(max))
 }
 
-// FuzzLineReader_Detach is FuzzLineReader with every whole line's buffer
-// handed over (detach) and the line kept without a copy: the lines kept
-// read as refLines says when the input has ended.
-func FuzzLineReader_Detach(f *testing.F) {
-	f.Add([]byte("a\nbb\r\nccc"), uint16(2), uint8(1))
-	f.Add([]byte("12345678\r\n123456789\nx\n"), uint16(16), uint8(3))
-	f.Fuzz(func(t *testing.T, data []byte, max uint16, chunk uint8) {
-		lr := fuzzLineReader(data, max, chunk)
-		type kept struct {
-			line    []byte
-			tooLong bool
-		}
-		var all []kept
-		for {
-			line, err := lr.readLine()
-			if err != nil && !errors.Is(err, errLineTooLong) {
-				if !errors.Is(err, io.EOF) {
-					t.Fatalf("final error = %v, want io.EOF", err)
-				}
-				break
-			}
-			all = append(all, kept{line, err != nil})
-			if err == nil {
-				lr.detach(func(n int) []byte { return make([]byte, 0, n) })
-			} else {
-				// A cut line is not detached: keep a copy, as the reader
-				// reuses its buffer.
-				all[len(all)-1].line = bytes.Clone(line)
-			}
-		}
-		var got []readResult
-		for _, k := range all {
-			got = append(got, readResult{Line: string(k.line), TooLong: k.tooLong})
-		}
-		if diff := cmp.Diff(refLines(data, int(max)), got); diff != "" {
-			t.Errorf("lines (-want +got):\n%s", diff)
-		}
-	})
-}
-
 // TestLineReader_KeepsModestBuffers checks the buffer policy: a buffer
 // grown for a 64 KiB line is kept for the next one, and one grown past
 // lineReaderKeptSize goes back to the initial size once the line is read.
@@ -264,55 +224,5 @@ func TestLineReader_KeepsModestBuffers(t *testing.T) {
 		if i == 1 && len(lr.buf) != before {
 			t.Errorf("the buffer of the first 64 KiB line was not kept: %d, then %d", before, len(lr.buf))
 		}
-	}
-}
-
-// TestLineReader_Detach hands over the buffer of each long line: every
-// line handed over keeps its bytes while the reader goes on, whatever it
-// had read past the line (small reads, one read of everything) moves to
-// its new buffer, and the new buffer is as large as the old.
-func TestLineReader_Detach(t *testing.T) {
-	lines := []string{strings.Repeat("a", 9000), "short", strings.Repeat("b", 70000), strings.Repeat("c", 5000), "end"}
-	input := strings.Join(lines, "\n") + "\n"
-	for _, tc := range []struct {
-		name string
-		r    io.Reader
-	}{
-		{"one read", strings.NewReader(input)},
-		{"small reads", iotest.OneByteReader(strings.NewReader(input))},
-		{"half reads", iotest.HalfReader(strings.NewReader(input))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			lr := newLineReader(tc.r, 1<<20)
-			var kept [][]byte
-			var gets []int
-			get := func(n int) []byte { gets = append(gets, n); return make([]byte, 0, n) }
-			for i, want := range lines {
-				line, err := lr.readLine()
-				if err != nil || string(line) != want {
-					t.Fatalf("line %d: %.20q (%d bytes), %v", i, line, len(line), err)
-				}
-				if len(line) < 1000 {
-					continue
-				}
-				before := len(lr.buf)
-				whole := lr.detach(get)
-				if len(whole) != before || len(lr.buf) < before {
-					t.Fatalf("line %d: handed over %d bytes of a %d-byte buffer, went on with %d", i, len(whole), before, len(lr.buf))
-				}
-				kept = append(kept, line)
-			}
-			if _, err := lr.readLine(); err != io.EOF {
-				t.Fatalf("after the last line: %v, want EOF", err)
-			}
-			for i, line := range kept {
-				if strings.Trim(string(line), string(line[0])) != "" {
-					t.Errorf("line %d handed over changed: %.40q", i, line)
-				}
-			}
-			if len(gets) != 3 {
-				t.Errorf("%d buffers asked for, want 3", len(gets))
-			}
-		})
 	}
 }

@@ -559,11 +559,7 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 	target, progress := callMembers(method, params)
 	cctx, uc := m.startCall(ctx, e, c, method, target)
 	res, err := c.call(cctx, method, params, progress, hooks)
-	var reader ToolResultReader
-	if hooks != nil {
-		reader = hooks.ToolResult
-	}
-	uc.end(cctx, res, err, reader)
+	uc.end(cctx, res, err)
 	var cerr *ConnectionError
 	if !errors.As(err, &cerr) && !errors.Is(err, ErrClosed) {
 		return res, err

@@ -19,7 +19,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgw/mcpgw/config"
-	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -320,8 +319,9 @@ func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) 
 		if len(line) == 0 {
 			continue
 		}
-		// A JSON array is a batch, which 2025-03-26 servers may send.
-		msgs, err := parseLine(lr, line)
+		// A JSON array is a batch, which 2025-03-26 servers may send. The
+		// messages are parsed in a copy: lr reuses its buffer.
+		msgs, _, err := jsonrpc.Parse(line)
 		if err != nil {
 			t.logger.Debug("dropping a stdout line that is not JSON-RPC", "err", err, "line", truncate(line, loggedLineMax))
 			continue
@@ -330,56 +330,6 @@ func (t *stdioTransport) readStdout(recv func(m *jsonrpc.Message, rel related)) 
 			recv(m, related{}) // stdio attributes nothing to a request
 		}
 	}
-}
-
-// answerBuffers hold large answers read from stdout: a line of one
-// message of minPooledAnswer bytes or more is parsed where the line
-// reader read it, and the reader goes on in a buffer from here. When the
-// message is a successful response, the caller that adopts its result
-// (CallHooks.Adopt) gives the buffer back here once it has answered.
-// Without that, copying a 64 KiB result out of the reader into a new
-// buffer was most of the bytes mcpgw allocated per call, and the garbage
-// collector's work grew with it.
-var answerBuffers = bufpool.New(minPooledAnswer, maxPooledAnswer)
-
-const (
-	minPooledAnswer = 4 << 10
-	// maxPooledAnswer bounds the buffers kept: the reader's buffer for a
-	// 64 KiB line is 128 KiB, and a larger one is left to the garbage
-	// collector (the reader itself keeps up to lineReaderKeptSize).
-	maxPooledAnswer = 256 << 10
-)
-
-// parseLine parses line, which lr just read. A small line, or a batch,
-// is parsed in a copy, as the reader reuses its buffer; a large single
-// message is parsed in place and lr's buffer handed over (detach), so
-// that its bytes are not copied, and a successful response records how to
-// give that buffer back.
-func parseLine(lr *lineReader, line []byte) ([]*jsonrpc.Message, error) {
-	if len(line) < minPooledAnswer || line[0] != '{' {
-		msgs, _, err := jsonrpc.Parse(line)
-		return msgs, err
-	}
-	var buf []byte
-	if len(lr.buf) <= maxPooledAnswer {
-		buf = lr.detach(answerBuffers.Get)
-	} else {
-		// A reader buffer the pool would not keep (a line of over about
-		// 128 KiB grew it): copy the line into a buffer of its own size,
-		// which the pool keeps if that is within its bounds.
-		buf = append(answerBuffers.Get(len(line)), line...)
-		line = buf
-	}
-	msgs, _, err := jsonrpc.ParseOwned(line)
-	if err != nil {
-		// The caller may still log the line: its buffer is left to the
-		// garbage collector.
-		return nil, err
-	}
-	if m := msgs[0]; m.IsResponse() && m.Error == nil {
-		m.SetRelease(func() { answerBuffers.Put(buf) })
-	}
-	return msgs, nil
 }
 
 // readStderr logs the child's stderr line by line, passes each line to

@@ -200,9 +200,9 @@ var spanKindClient = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindCl
 
 // end ends the call's span and records its metrics, given what the call
 // returned and its ctx (to tell a cancellation from a failure).
-func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error, reader ToolResultReader) {
+func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error) {
 	elapsed := time.Since(uc.start).Seconds()
-	outcome, errType, code := classify(ctx, uc.method, res, err, reader)
+	outcome, errType, code := classify(ctx, uc.method, res, err)
 	labels := callLabels{method: uc.method, server: uc.server.Value.AsString(), outcome: outcome}
 	if errType != "" {
 		uc.span.SetAttributes(telemetry.ErrorType.String(errType))
@@ -222,19 +222,11 @@ func (uc *upstreamCall) end(ctx context.Context, res json.RawMessage, err error,
 // classify says how a call ended: its outcome, its error.type ("" on
 // success), and the JSON-RPC error code as a string when the server
 // answered with an error. A timeout or a lost connection is an error of
-// the call, not a cancellation: only the caller going away is. A
-// tools/call result's isError is reader's to read, when there is one.
-func classify(ctx context.Context, method string, res json.RawMessage, err error, reader ToolResultReader) (outcome, errType, code string) {
+// the call, not a cancellation: only the caller going away is.
+func classify(ctx context.Context, method string, res json.RawMessage, err error) (outcome, errType, code string) {
 	if err == nil {
 		if method == "tools/call" {
-			var isError bool
-			if reader != nil {
-				isError = reader.ReadToolResult(res)
-			} else {
-				v, ok, _ := rawjson.Get(res, "isError")
-				isError = ok && string(v) == "true"
-			}
-			if isError {
+			if v, ok, _ := rawjson.Get(res, "isError"); ok && string(v) == "true" {
 				return telemetry.OutcomeToolError, telemetry.ErrorToolError, ""
 			}
 		}

@@ -437,16 +437,12 @@ func TestManager_CallTelemetry(t *testing.T) {
 		wantAttrs  map[string]string // of the span, beside the common ones
 		wantStatus codes.Code
 		wantLabels map[string]string // of the duration, beside method and server: no tool, no error type
-		noReader   bool              // the call has no CallHooks.ToolResult
-		readerSays bool              // what the caller's ToolResult tells of isError
-		wantAsked  string            // the result ToolResult is asked about, if any
 	}{
 		{
 			name: "ok", method: "tools/call", params: `{"name":"t","arguments":{"q":"secret-arg"}}`,
 			handle:   answer(`{"content":[]}`),
 			wantName: "tools/call t", wantAttrs: map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool"},
 			wantLabels: map[string]string{"mcpgw.outcome": "ok"},
-			wantAsked:  `{"content":[]}`,
 		},
 		{
 			name: "tool error", method: "tools/call", params: `{"name":"t"}`,
@@ -454,20 +450,10 @@ func TestManager_CallTelemetry(t *testing.T) {
 			wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "tool_error"},
 			wantLabels: map[string]string{"mcpgw.outcome": "tool_error"},
-			readerSays: true, wantAsked: `{"content":[],"isError":true}`,
 		},
 		{
-			// The caller's reader is asked instead of the result read
-			// again, and its answer counts.
-			name: "the caller's reader decides", method: "tools/call", params: `{"name":"t"}`,
-			handle:   answer(`{"content":[],"isError":true}`),
-			wantName: "tools/call t", wantAttrs: map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool"},
-			wantLabels: map[string]string{"mcpgw.outcome": "ok"},
-			wantAsked:  `{"content":[],"isError":true}`,
-		},
-		{
-			name: "tool error without a reader", method: "tools/call", params: `{"name":"t"}`,
-			handle: answer(`{"isError":true,"content":[]}`), noReader: true,
+			name: "tool error, isError first", method: "tools/call", params: `{"name":"t"}`,
+			handle:   answer(`{"isError":true,"content":[]}`),
 			wantName: "tools/call t", wantStatus: codes.Error,
 			wantAttrs:  map[string]string{"gen_ai.tool.name": "t", "gen_ai.operation.name": "execute_tool", "error.type": "tool_error"},
 			wantLabels: map[string]string{"mcpgw.outcome": "tool_error"},
@@ -543,13 +529,8 @@ func TestManager_CallTelemetry(t *testing.T) {
 					params = json.RawMessage(tt.params)
 				}
 				errc := make(chan error, 1)
-				reader := &fakeReader{says: tt.readerSays}
-				hooks := &CallHooks{ToolResult: reader}
-				if tt.noReader {
-					hooks = nil
-				}
 				go func() {
-					_, err := m.Call(ctx, "s", Caller{}, tt.method, params, hooks)
+					_, err := m.Call(ctx, "s", Caller{}, tt.method, params, nil)
 					errc <- err
 				}()
 				if tt.cancel {
@@ -561,13 +542,6 @@ func TestManager_CallTelemetry(t *testing.T) {
 				}
 				if err := <-errc; (err != nil) != tt.wantErr {
 					t.Fatalf("call = %v, want an error: %v", err, tt.wantErr)
-				}
-				var wantAsked []string
-				if tt.wantAsked != "" {
-					wantAsked = []string{tt.wantAsked}
-				}
-				if !cmp.Equal(reader.asked, wantAsked) {
-					t.Errorf("CallHooks.ToolResult asked about %q, want %q", reader.asked, wantAsked)
 				}
 				synctest.Wait()
 
@@ -695,16 +669,4 @@ func TestManager_ServerMetrics(t *testing.T) {
 			}
 		}
 	})
-}
-
-// fakeReader is a CallHooks.ToolResult that says what it is told to, and
-// records what it was asked about.
-type fakeReader struct {
-	says  bool
-	asked []string
-}
-
-func (r *fakeReader) ReadToolResult(res json.RawMessage) bool {
-	r.asked = append(r.asked, string(res))
-	return r.says
 }

@@ -120,11 +120,6 @@ type benchEdge struct {
 
 func newBenchEdge(b *testing.B, production bool) *benchEdge {
 	b.Helper()
-	// Benchmarks measure the pool as it runs in production, not the
-	// tests' scribbling (see body_test.go), which comes back after.
-	scribble := releaseBody
-	releaseBody = buffers.Put
-	b.Cleanup(func() { releaseBody = scribble })
 	small, big := benchToolResult(100), benchToolResult(64<<10)
 	srv := &upstreamtest.Server{
 		Name:  "files",
@@ -137,7 +132,6 @@ func newBenchEdge(b *testing.B, production bool) *benchEdge {
 		},
 	}
 	mgr := upstreamtest.NewManager(srv)
-	mgr.Unpooled = true // the constant answers are the server's, not a buffer to give back
 	coreOpts := gateway.Options{Upstreams: mgr}
 	opts := Options{Replica: "bench"}
 	if production {

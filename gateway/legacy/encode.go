@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mcpgw/mcpgw/internal/bufpool"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -51,21 +50,13 @@ func resultMessage(id jsonrpc.ID, result json.RawMessage) []byte {
 	if len(result) == 0 {
 		result = json.RawMessage(`{}`)
 	}
-	b := buffers.Get(len(result) + len(id.Raw()) + 40)
+	b := make([]byte, 0, len(result)+len(id.Raw())+40)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, idJSON(id)...)
 	b = append(b, `,"result":`...)
 	b = append(b, result...)
 	return append(b, '}')
 }
-
-// buffers are the buffers of the edge's messages done with: request
-// bodies (releaseBody) and answers (releaseMessage), of 1 KiB to 256 KiB.
-var buffers = bufpool.New(1<<10, 256<<10)
-
-// releaseMessage gives b, a message from resultMessage that nothing holds
-// any more (written, or copied into a stream's event), back for reuse.
-func releaseMessage(b []byte) { buffers.Put(b) }
 
 // errorMessage returns an error response. A zero id is written as null, as
 // JSON-RPC asks when the request's id is unknown.

@@ -136,11 +136,6 @@ func (h *Handler) post(c echo.Context) error {
 	switch m := msgs[0]; {
 	case m.IsRequest():
 		h.request(w, r, s, m)
-		// Answered, and the core keeps nothing of the params (see
-		// gateway.Server.Handle): the body's buffer is free. (A batch's
-		// calls may outlive their POST, and a notification or a response
-		// may be kept: their bodies are left to the garbage collector.)
-		releaseBody(body)
 	case m.IsNotification():
 		h.notification(s, m)
 		w.WriteHeader(http.StatusAccepted)
@@ -182,13 +177,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 // readBodyBytes reads a request body to its end. With its length known
 // (n >= 0, within the limit) it reads into one buffer of that size, which
 // net/http's body ends at: io.ReadAll would grow a buffer from 512 bytes,
-// allocating about four times a large body's size. The buffer comes from
-// buffers (a new one for a small body).
+// allocating about four times a large body's size.
 func readBodyBytes(r io.Reader, n int64) ([]byte, error) {
 	if n < 0 {
 		return io.ReadAll(r)
 	}
-	body := buffers.Get(int(n))[:n]
+	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
 		return nil, err
 	}
@@ -409,11 +403,6 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 	s.lastActive = time.Now()
 	s.mu.Unlock()
 
-	if res != nil {
-		// The answer is copied into its message below, or dropped: then
-		// nothing holds the result's buffers.
-		defer res.Release()
-	}
 	jerr, isRPC := errors.AsType[*jsonrpc.Error](err)
 	switch {
 	case cause == errClientCancelled:
@@ -525,7 +514,6 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 			startSSE(w)
 		}
 	}
-	releaseMessage(msg) // written, or copied into the stream's event
 	h.calls.Done()
 	if done != nil {
 		<-done
@@ -773,9 +761,3 @@ func (h *Handler) delete(c echo.Context) error {
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
-
-// releaseBody gives the buffer of a request's body back once nothing
-// holds any of it: with a large tool argument, the body was half the
-// bytes mcpgw allocated per call. Tests replace it to scribble over the
-// body instead, which shows what was kept of it.
-var releaseBody = buffers.Put

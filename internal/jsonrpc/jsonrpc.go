@@ -145,24 +145,6 @@ type Message struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
-
-	// release gives back the pooled buffer the raw members alias (see
-	// SetRelease); nil when they alias memory the garbage collector owns.
-	release func()
-}
-
-// SetRelease records that m's raw members alias a pooled buffer, and
-// release gives it back. Whoever takes it (TakeRelease) calls it once
-// nothing holds any of m's members; a message nobody takes it from leaves
-// its buffer to the garbage collector, as an unpooled one.
-func (m *Message) SetRelease(release func()) { m.release = release }
-
-// TakeRelease returns the function SetRelease recorded, or nil, and
-// clears it, so that the buffer is given back at most once.
-func (m *Message) TakeRelease() func() {
-	r := m.release
-	m.release = nil
-	return r
 }
 
 // IsRequest reports whether m is a request.

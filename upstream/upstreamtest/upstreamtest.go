@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -51,20 +50,14 @@ type Manager struct {
 	// Ended and LogLevels record EndSession and SetLogLevel calls; read
 	// them with Recorded.
 	Ended, LogLevels []string
-	// Unpooled, if set, has Call return a handler's result as it is, with
-	// nothing for the caller to adopt (see Call): for benchmarks, which
-	// measure the core alone. Set it before the first Call.
-	Unpooled bool
-
-	mu       sync.Mutex
-	servers  map[string]*Server
-	watchers map[int]func(upstream.Event)
-	next     int
-	released atomic.Int64 // adopted results given back
-	requests upstream.RequestFunc
-	reqID    int
-	answered []Answered
-	notified []Notified
+	mu               sync.Mutex
+	servers          map[string]*Server
+	watchers         map[int]func(upstream.Event)
+	next             int
+	requests         upstream.RequestFunc
+	reqID            int
+	answered         []Answered
+	notified         []Notified
 }
 
 // Answered is one AnswerForClient call.
@@ -80,9 +73,6 @@ type Notified struct {
 	Method string
 	Params json.RawMessage
 }
-
-// Released reports how many adopted results were given back (see Call).
-func (m *Manager) Released() int64 { return m.released.Load() }
 
 // NewManager returns a Manager with servers.
 func NewManager(servers ...*Server) *Manager {
@@ -138,13 +128,8 @@ func (m *Manager) emit(ev upstream.Event) {
 }
 
 // Call implements gateway.Upstreams. Server.Handle gets a copy of params,
-// as a real server gets their encoding: the core reuses the buffer of the
-// params it sent once Call returns, so a handler may keep or return them.
-//
-// When the caller adopts results (hooks.Adopt), a successful one comes in
-// a buffer of its own, as a large stdio answer does, and giving it back
-// scribbles '#' over it: a caller that kept any of it sees the '#'s, and
-// -race reports the write. Giving one back twice panics.
+// as a real server gets their encoding, so a handler may keep or return
+// them.
 func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
 	m.mu.Lock()
 	s, ok := m.servers[server]
@@ -158,32 +143,7 @@ func (m *Manager) Call(ctx context.Context, server string, who upstream.Caller, 
 	if s.Handle == nil {
 		return json.RawMessage(`{}`), nil
 	}
-	res, err := s.Handle(context.WithValue(ctx, callerKey{}, who), method, bytes.Clone(params), hooks)
-	if err != nil || res == nil || hooks == nil || hooks.Adopt == nil || m.Unpooled {
-		readToolResult(method, res, err, hooks)
-		return res, err
-	}
-	buf := bytes.Clone(res)
-	readToolResult(method, buf, nil, hooks)
-	var given atomic.Bool
-	hooks.Adopt(func() {
-		if given.Swap(true) {
-			panic("upstreamtest: a result was given back twice")
-		}
-		for i := range buf {
-			buf[i] = '#'
-		}
-		m.released.Add(1)
-	})
-	return buf, nil
-}
-
-// readToolResult asks hooks.ToolResult to read a tools/call's result, the
-// one Call returns, as upstream.Manager asks it for its metrics.
-func readToolResult(method string, res json.RawMessage, err error, hooks *upstream.CallHooks) {
-	if err == nil && method == "tools/call" && hooks != nil && hooks.ToolResult != nil {
-		hooks.ToolResult.ReadToolResult(res)
-	}
+	return s.Handle(context.WithValue(ctx, callerKey{}, who), method, bytes.Clone(params), hooks)
 }
 
 // EndSession implements gateway.Upstreams; it records the session.

@@ -24,7 +24,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -pgo=cmd/mcpgw/mcpgw.pgo \
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/mcpgw ./cmd/mcpgw
 

@@ -2,12 +2,11 @@
 
 .PHONY: run test build clean
 
-# build puts mcpgw and the demo server in ./bin, mcpgw with the
-# profile-guided optimization of cmd/mcpgw/mcpgw.pgo (scripts/pgo.sh). A
-# cold build is silent for minutes, so it says so first.
+# build puts mcpgw and the demo server in ./bin. A cold build is silent
+# for minutes, so it says so first.
 build:
 	@echo "building mcpgw (the first build compiles the SQLite driver and takes a few minutes)..."
-	go build -pgo=cmd/mcpgw/mcpgw.pgo -o bin/ ./cmd/mcpgw
+	go build -o bin/ ./cmd/mcpgw
 	go build -o bin/ ./examples/demo-server
 
 # run starts the demo server over HTTP and mcpgw in front of it and of the

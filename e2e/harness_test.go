@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		args = append(args, "-race")
 	}
 	args = append(args, "../cmd/mcpgw", "../examples/demo-server", "./fixtures/catalogserver", "./fixtures/relayserver", "./fixtures/taskserver",
-		"../cmd/mcpgw-bench", "./fixtures/leanecho", "./fixtures/floorserver", "./fixtures/serverrequests")
+		"./fixtures/serverrequests")
 	cmd := exec.Command("go", args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

@@ -1,0 +1,65 @@
+# Turns the JSON reports of bench/bench.sh (slurped: jq -rs) into the
+# BENCHMARKS.md tables. Every figure is the median over the rounds of one
+# run; every ratio is between runs of the same run of the script: mcpgw
+# to the upstream reached directly, and mcpgw's CPU per call to the floor
+# server's at the same number of sessions.
+def r(x): if x == null then "–" elif x >= 100 then (x | round | tostring) else ((x * 10 | round) / 10 | tostring) end;
+def median: map(select(. != null)) | sort
+  | if length == 0 then null elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b * 100 | round) / 100 | tostring) + "×" end;
+def pct(a; b): if a == null or b == null or b == 0 then "–" else ((a / b * 1000 | round) / 10 | tostring) + "%" end;
+# one(case; via): that case's runs through via, as one report of medians.
+def one($case; $via): map(select(.case == $case and .via == $via)) | if length == 0 then null else . as $runs | $runs[0] + {
+    rps: (map(.rps) | median),
+    p50: (map(.latency_us.p50) | median),
+    cpu: (map(.watched.cpu_us_per_req) | median),
+    children: (map(.watched.children_cpu_us_per_req) | median),
+    rss: (map(.watched.peak_rss_mib) | max),
+    errors: (map(.errors) | add),
+    rounds: map({round, rps, cpu: .watched.cpu_us_per_req, children: .watched.children_cpu_us_per_req})} end;
+def floorAt($n): one("floor, \($n) sessions"; "floor").cpu;
+def sessionsOf: capture(", (?<n>[0-9]+) sessions$").n;
+# order: the small calls over stdio, then over HTTP, by sessions, then
+# the rest as the script ran them.
+def order: if test("^stdio, ") then [0, (sessionsOf | tonumber)] elif test("^http, ") then [1, (sessionsOf | tonumber)] else [2, 0] end;
+. as $all
+| ($all | map(.case) | unique | sort_by(order)) as $cases
+| ($all | map(.via) | unique | map(select(. == "mcpgw" or . == "before"))) as $builds
+| ($all | map(select(.via == "floor")) | map(.sessions) | unique) as $floors
+| ["stdio", "http"] as $legs
+| "| case | req/s direct | req/s mcpgw | ×direct | p50 µs direct | p50 µs mcpgw | mcpgw CPU µs/call | ×floor | mcpgw peak RSS MiB | errors |",
+  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ($cases[] | select(test("^(stdio|http|64 KiB|tools/list)")) as $c
+   | ($all | one($c; "direct")) as $d | ($all | one($c; "mcpgw")) as $m
+   | select($m != null)
+   | (if ($c | test("^(stdio|http), ")) then ($all | floorAt($c | sessionsOf | tonumber)) else null end) as $f
+   | "| \($c) | \(r($d.rps)) | \(r($m.rps)) | \(ratio($m.rps; $d.rps)) | \(r($d.p50)) | \(r($m.p50)) | \(r($m.cpu)) | \(if $f == null then "–" else ratio($m.cpu; $f) end) | \(r($m.rss)) | \(($d.errors // 0) + $m.errors) |"),
+  "",
+  "The floor server's CPU per call: \($floors | map(. as $n | "\(r($all | floorAt($n))) µs at \($n) sessions") | join(", ")).",
+  ($all | one("64 KiB result, stdio, 8 sessions"; "mcpgw") | select(. != null)
+   | "A 64 KiB result costs mcpgw \(pct(.cpu; .children)) of the CPU its stdio upstream spends producing it (per round: \(.rounds | map(pct(.cpu; .children)) | join(", ")))."),
+  ($all | map(select(.idle != null and .via == "mcpgw")) | .[]
+   | "\(.sessions) idle sessions, each holding its GET stream: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (\(.errors) errors)."),
+  "",
+  "Each round's ×direct and ×floor for the small calls (the table gives the medians' ratios):",
+  "",
+  ($cases[] | select(test("^(stdio|http), ")) as $c
+   | ($c | sessionsOf | tonumber) as $n
+   | [range(1; ($all | map(.round) | max) + 1)] | map(. as $k
+       | ($all | map(select(.case == $c and .round == $k))) as $rr
+       | ($rr | map(select(.via == "direct")) | first) as $d | ($rr | map(select(.via == "mcpgw")) | first) as $m
+       | ($all | map(select(.case == "floor, \($n) sessions" and .round == $k)) | first) as $f
+       | "\(ratio($m.rps; $d.rps)) / \(ratio($m.watched.cpu_us_per_req; $f.watched.cpu_us_per_req))")
+   | "- \($c): \(join(", "))"),
+  (if ($builds | index("before")) == null then empty else
+    "",
+    "This build beside BEFORE, in the same rounds (mcpgw CPU µs/call and req/s; ratio this build ÷ BEFORE; per round, CPU ratios):",
+    "",
+    "| case | CPU µs/call before | CPU µs/call now | now ÷ before | req/s before | req/s now | now ÷ before | CPU now ÷ before, per round |",
+    "|---|---:|---:|---:|---:|---:|---:|---|",
+    ($cases[] as $c | ($all | one($c; "before")) as $b | ($all | one($c; "mcpgw")) as $m
+     | select($b != null and $m != null and $m.idle == null)
+     | "| \($c) | \(r($b.cpu)) | \(r($m.cpu)) | \(ratio($m.cpu; $b.cpu)) | \(r($b.rps)) | \(r($m.rps)) | \(ratio($m.rps; $b.rps)) | \([$m.rounds, $b.rounds] | transpose | map(ratio(.[0].cpu; .[1].cpu)) | join(", ")) |"),
+    ($all | map(select(.idle != null)) | .[]
+     | "- \(.via): \(.sessions) idle sessions, \(r(.idle.rss_per_session_kib)) KiB per session.")
+  end)

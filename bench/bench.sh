@@ -5,7 +5,7 @@
 #
 #   bench/bench.sh                                  # 3 rounds of 5 s runs
 #   ROUNDS=5 DURATION=10s bench/bench.sh            # longer, steadier
-#   BEFORE=/path/to/an/older/mcpgw bench/bench.sh   # and that build beside this one
+#   COMPARE="old=/path/to/mcpgw" bench/bench.sh     # and other builds beside this one
 #
 # Each case runs directly against the upstream (the limit) and through
 # mcpgw, with bench/mcpgw-bench, and the floor server (bench/floorserver:
@@ -13,8 +13,9 @@
 # call) runs beside them: ratios are taken within a run, never between
 # runs. The small-call and 64 KiB cases run ROUNDS times, interleaved, so
 # that each case's runs see the same drift of the machine's speed; the
-# table gives medians. With BEFORE, that binary serves every mcpgw case
-# too, in the same rounds, and a second table sets the two side by side.
+# table gives medians. With COMPARE (space-separated LABEL=BINARY), each
+# of those builds serves every mcpgw case too, in the same rounds, and a
+# second table sets them beside this build.
 #
 # With two or more CPUs the servers (mcpgw, the upstreams, the floor) run
 # on CPU 0 and the load tool on CPU 1 (taskset), so that they do not
@@ -28,15 +29,22 @@ OUT=${OUT:-bench-results.jsonl}
 SESSIONS=${SESSIONS:-"1 8 64"}
 IDLE=${IDLE:-10000}
 TOOLS=${TOOLS:-10000}
-BEFORE=${BEFORE:-}
+COMPARE=${COMPARE:-}
 if ! [[ $ROUNDS =~ ^[1-9][0-9]*$ ]]; then
   echo "ROUNDS must be a whole number of 1 or more, not \"$ROUNDS\"" >&2
   exit 2
 fi
-if [ -n "$BEFORE" ] && ! [ -x "$BEFORE" ]; then
-  echo "BEFORE=$BEFORE is not an executable mcpgw" >&2
-  exit 2
-fi
+declare -A binary=()
+builds=(mcpgw)
+for c in $COMPARE; do
+  label=${c%%=*} path=${c#*=}
+  if ! [[ $label =~ ^[a-z0-9][a-z0-9._-]*$ ]] || [ "$label" = mcpgw ] || [ "$label" = "$c" ] || ! [ -x "$path" ]; then
+    echo "COMPARE entry \"$c\" is not LABEL=BINARY with a label of a-z, 0-9, ., _ and - (not mcpgw) and an executable mcpgw" >&2
+    exit 2
+  fi
+  binary[$label]=$path
+  builds+=("$label")
+done
 
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -45,12 +53,8 @@ echo "building into $bin" >&2
 # mcpgw as the Dockerfile builds it: static, no cgo, stripped.
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mcpgw
 go build -o "$bin/" ./bench/mcpgw-bench ./bench/floorserver ./examples/demo-server ./e2e/fixtures/catalogserver
-builds=(mcpgw)
-if [ -n "$BEFORE" ]; then
-  cp "$BEFORE" "$bin/mcpgw-before"
-  builds+=(before)
-fi
-gateway_bin() { if [ "$1" = before ]; then echo "$bin/mcpgw-before"; else echo "$bin/mcpgw"; fi; }
+binary[mcpgw]=$bin/mcpgw
+gateway_bin() { echo "${binary[$1]}"; }
 
 : >"$OUT"
 

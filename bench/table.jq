@@ -24,7 +24,7 @@ def sessionsOf: capture(", (?<n>[0-9]+) sessions$").n;
 def order: if test("^stdio, ") then [0, (sessionsOf | tonumber)] elif test("^http, ") then [1, (sessionsOf | tonumber)] else [2, 0] end;
 . as $all
 | ($all | map(.case) | unique | sort_by(order)) as $cases
-| ($all | map(.via) | unique | map(select(. == "mcpgw" or . == "before"))) as $builds
+| ($all | map(.via) | unique | map(select(. != "direct" and . != "floor"))) as $builds
 | ($all | map(select(.via == "floor")) | map(.sessions) | unique) as $floors
 | ["stdio", "http"] as $legs
 | "| case | req/s direct | req/s mcpgw | ×direct | p50 µs direct | p50 µs mcpgw | mcpgw CPU µs/call | ×floor | mcpgw peak RSS MiB | errors |",
@@ -51,15 +51,18 @@ def order: if test("^stdio, ") then [0, (sessionsOf | tonumber)] elif test("^htt
        | ($all | map(select(.case == "floor, \($n) sessions" and .round == $k)) | first) as $f
        | "\(ratio($m.rps; $d.rps)) / \(ratio($m.watched.cpu_us_per_req; $f.watched.cpu_us_per_req))")
    | "- \($c): \(join(", "))"),
-  (if ($builds | index("before")) == null then empty else
+  (if ($builds | length) < 2 then empty else
+    ($builds | map(select(. != "mcpgw"))) as $others
+    | "",
+    "Other builds in the same rounds: mcpgw's CPU µs per call (median; then as a multiple of this build's), and req/s.",
     "",
-    "This build beside BEFORE, in the same rounds (mcpgw CPU µs/call and req/s; ratio this build ÷ BEFORE; per round, CPU ratios):",
+    "| case | \($others | map("\(.) CPU µs/call") | join(" | ")) | this build | \($others | map("\(.) req/s") | join(" | ")) | this build req/s |",
+    "|---|\([range(0; 2 * ($others | length) + 2)] | map("---:") | join("|"))|",
+    ($cases[] as $c | ($all | one($c; "mcpgw")) as $m
+     | select($m != null and $m.idle == null)
+     | ($others | map(. as $b | $all | one($c; $b))) as $os
+     | "| \($c) | \($os | map("\(r(.cpu)) (\(ratio(.cpu; $m.cpu)))") | join(" | ")) | \(r($m.cpu)) | \($os | map(r(.rps)) | join(" | ")) | \(r($m.rps)) |"),
     "",
-    "| case | CPU µs/call before | CPU µs/call now | now ÷ before | req/s before | req/s now | now ÷ before | CPU now ÷ before, per round |",
-    "|---|---:|---:|---:|---:|---:|---:|---|",
-    ($cases[] as $c | ($all | one($c; "before")) as $b | ($all | one($c; "mcpgw")) as $m
-     | select($b != null and $m != null and $m.idle == null)
-     | "| \($c) | \(r($b.cpu)) | \(r($m.cpu)) | \(ratio($m.cpu; $b.cpu)) | \(r($b.rps)) | \(r($m.rps)) | \(ratio($m.rps; $b.rps)) | \([$m.rounds, $b.rounds] | transpose | map(ratio(.[0].cpu; .[1].cpu)) | join(", ")) |"),
     ($all | map(select(.idle != null)) | .[]
      | "- \(.via): \(.sessions) idle sessions, \(r(.idle.rss_per_session_kib)) KiB per session.")
   end)

@@ -214,27 +214,17 @@ func (p *peer) bareRequest(ctx context.Context, method, target string, body []by
 	tmpl := http.Request{Method: method, URL: p.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: p.url.Host}
 	req := tmpl.WithContext(ctx)
 	if len(body) > 0 {
-		req.Body = newRequestBody(body)
+		// As http.NewRequestWithContext wraps it: net/http knows this body
+		// is in memory, and writes the headers and the body in one write.
+		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	} else if body != nil {
 		req.Body = http.NoBody
 		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 	}
 	return req, nil
 }
-
-// requestBody is a request's body: a reader of its bytes, which it writes
-// in one piece (WriteTo) to a connection's buffer.
-type requestBody struct{ bytes.Reader }
-
-func newRequestBody(b []byte) *requestBody {
-	rb := new(requestBody)
-	rb.Reset(b)
-	return rb
-}
-
-func (*requestBody) Close() error { return nil }
 
 // do sends req through p's client. Through the default client a request
 // goes straight to its transport: http.Client copies every request's

@@ -278,8 +278,9 @@ func (s *Server) inputHandler(req *Request, server string, who upstream.Caller, 
 		})
 		if errors.Is(err, ErrCallOver) {
 			// Taken for the call's, it came as the call answered: it is
-			// the server's own (over stdio nothing tells).
-			return s.serverRequest(ctx, server, who, m)
+			// the server's own (over stdio nothing tells), asked of the
+			// owner of the upstream session it came on.
+			return s.serverRequest(ctx, server, s.upstreamCaller(server, who.Principal, who.Session), m)
 		}
 		return res, err
 	}

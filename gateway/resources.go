@@ -447,6 +447,7 @@ func (s *Server) dropSubscription(session string, key subKey) (last bool) {
 func (s *Server) EndSession(session string) {
 	s.sessionsMu.Lock()
 	delete(s.sessions, session)
+	s.ended.Add(session, struct{}{})
 	s.sessionsMu.Unlock()
 	s.endLogging(session)
 	defer s.opts.Upstreams.EndSession(session)

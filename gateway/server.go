@@ -173,7 +173,13 @@ type Server struct {
 	// requests of the upstream sessions one of them owns.
 	sessionsMu sync.RWMutex
 	sessions   map[string]*liveSession
-	stopReqs   func()
+	// ended are the sessions EndSession ended, most recent last: a
+	// request of one that was under way is not taken for a new session.
+	ended *lru.Cache[string, struct{}]
+	// bg tracks the core's background work for clients (passing on a
+	// client's notifications); Close waits for it.
+	bg       sync.WaitGroup
+	stopReqs func()
 
 	mu       sync.Mutex
 	watchers map[int]func(Change)
@@ -187,6 +193,11 @@ type seenKey struct{ principal, uri string }
 
 // maxSeenURIs bounds the remembered result URIs over all principals.
 const maxSeenURIs = 10000
+
+// maxEndedSessions bounds the ended sessions the core remembers: a
+// request still under way when its session ended is one of the most
+// recent.
+const maxEndedSessions = 10000
 
 // Info is what the gateway says about itself: at initialize on the legacy
 // edge, in server/discover on the modern one.
@@ -274,6 +285,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	seen, _ := lru.New[seenKey, seenURI](maxSeenURIs)
+	ended, _ := lru.New[string, struct{}](maxEndedSessions)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -301,6 +313,7 @@ func New(opts Options) (*Server, error) {
 		reported: map[string]bool{},
 		watchers: map[int]func(Change){},
 		sessions: map[string]*liveSession{},
+		ended:    ended,
 		pending:  map[string]bool{},
 	}
 	s.subs.init()
@@ -362,6 +375,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.stopLife()
 	s.subs.bg.Wait()
+	s.bg.Wait()
 	s.tasks.mu.Lock()
 	s.tasks.closing = true
 	s.tasks.mu.Unlock()
@@ -431,7 +445,7 @@ func (s *Server) registerSession(req *Request) {
 	}
 	ls := &liveSession{principal: req.Principal, caps: req.Client.Capabilities, notify: req.SessionNotify, input: req.SessionInput}
 	s.sessionsMu.Lock()
-	if _, ok := s.sessions[req.Session]; !ok {
+	if _, ok := s.sessions[req.Session]; !ok && !s.ended.Contains(req.Session) {
 		s.sessions[req.Session] = ls
 	}
 	s.sessionsMu.Unlock()

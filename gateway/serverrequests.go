@@ -150,7 +150,7 @@ func (s *Server) owner(server string, who upstream.Caller) (string, *liveSession
 		s.sessionsMu.RLock()
 		ls := s.sessions[who.Session]
 		s.sessionsMu.RUnlock()
-		if ls == nil {
+		if ls == nil || ls.principal != who.Principal {
 			return "", nil, reasonEnded
 		}
 		return who.Session, ls, ""
@@ -189,22 +189,32 @@ const notifyTimeout = 10 * time.Second
 // RootsChanged passes a client's notifications/roots/list_changed on to
 // each upstream session that session owns and that is connected, so that
 // its server asks the client for its roots again. A session that sent no
-// request yet owns none.
-func (s *Server) RootsChanged(ctx context.Context, session string) {
+// request yet owns none. It works in the background: the client's
+// notification is answered at once, whatever the upstreams do.
+func (s *Server) RootsChanged(session string) {
 	s.sessionsMu.RLock()
 	ls := s.sessions[session]
 	s.sessionsMu.RUnlock()
 	if ls == nil {
 		return
 	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.bg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.bg.Done()
+		s.rootsChanged(s.life, session, ls)
+	}()
+}
+
+// rootsChanged is RootsChanged's work, for the session ls.
+func (s *Server) rootsChanged(ctx context.Context, session string, ls *liveSession) {
 	for _, st := range s.opts.Upstreams.Servers() {
-		var who upstream.Caller
-		switch s.serverConfig(st.Name).SessionMode {
-		case config.SessionPerSession:
-			who = upstream.Caller{Principal: ls.principal, Session: session}
-		case config.SessionPerPrincipal:
-			who = upstream.Caller{Principal: ls.principal}
-		}
+		who := s.upstreamCaller(st.Name, ls.principal, session)
 		if id, owner, _ := s.owner(st.Name, who); owner != ls || id != session {
 			continue
 		}

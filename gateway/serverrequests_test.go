@@ -90,6 +90,7 @@ func TestServerRequest_Owner(t *testing.T) {
 		roots    []config.Root
 		sessions []*testSession
 		ended    string // a session ended before the request
+		late     bool   // and one of its requests came after it ended
 		who      upstream.Caller
 		method   string
 		params   string
@@ -112,6 +113,12 @@ func TestServerRequest_Owner(t *testing.T) {
 			want: `{"roots":[{"uri":"file:///srv","name":"srv"},{"uri":"file:///tmp"}]}`, answered: "2 roots from config: the client did not declare roots"},
 		{name: "per_session: the session ended", server: perSession, sessions: []*testSession{alice("a1")}, ended: "a1",
 			who: upstream.Caller{Principal: "alice", Session: "a1"}, method: "elicitation/create", params: form,
+			want: `{"action":"cancel"}`, answered: "cancel: the client's session has ended"},
+		{name: "per_session: the session ended, one of its requests came later", server: perSession, sessions: []*testSession{alice("a1")}, ended: "a1", late: true,
+			who: upstream.Caller{Principal: "alice", Session: "a1"}, method: "elicitation/create", params: form,
+			want: `{"action":"cancel"}`, answered: "cancel: the client's session has ended"},
+		{name: "per_session: the upstream session of another principal", server: perSession, sessions: []*testSession{alice("a1")},
+			who: upstream.Caller{Principal: "mallory", Session: "a1"}, method: "elicitation/create", params: form,
 			want: `{"action":"cancel"}`, answered: "cancel: the client's session has ended"},
 		{name: "per_session: the session cannot be asked outside its calls", server: perSession,
 			sessions: []*testSession{{id: "a1", principal: "alice", caps: `{"elicitation":{}}`}},
@@ -158,6 +165,13 @@ func TestServerRequest_Owner(t *testing.T) {
 			}
 			if tt.ended != "" {
 				s.EndSession(tt.ended)
+				if tt.late {
+					for _, ts := range tt.sessions {
+						if ts.id == tt.ended {
+							ts.open(t, s) // a request that was under way
+						}
+					}
+				}
 			}
 			var params json.RawMessage
 			if tt.params != "" {
@@ -256,7 +270,8 @@ func TestServerRequest_RootsChanged(t *testing.T) {
 		return out
 	}
 
-	s.RootsChanged(context.Background(), "a1") // unknown: it owns nothing
+	s.RootsChanged("a1") // unknown: it owns nothing
+	s.bg.Wait()
 	if got := notified(); len(got) > 0 {
 		t.Fatalf("an unknown session's list_changed went to %q", got)
 	}
@@ -265,7 +280,8 @@ func TestServerRequest_RootsChanged(t *testing.T) {
 		Params: json.RawMessage(`{"name":"mcp__su__t"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	s.RootsChanged(context.Background(), "a1")
+	s.RootsChanged("a1")
+	s.bg.Wait() // it works in the background
 	want := []string{
 		"pp alice/ notifications/roots/list_changed",
 		"ps alice/a1 notifications/roots/list_changed",
@@ -282,7 +298,8 @@ func TestServerRequest_RootsChanged(t *testing.T) {
 		Params: json.RawMessage(`{"name":"mcp__su__t"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	s.RootsChanged(context.Background(), "a1")
+	s.RootsChanged("a1")
+	s.bg.Wait()
 	want = append(want, "ps alice/a1 notifications/roots/list_changed")
 	if diff := cmp.Diff(want, notified()); diff != "" {
 		t.Errorf("with two sessions (-want +got):\n%s", diff)
@@ -337,20 +354,46 @@ func TestServerRequest_Bounded(t *testing.T) {
 // came) is asked of the session that owns the upstream session, outside
 // any call.
 func TestServerRequest_CallOver(t *testing.T) {
-	m := upstreamtest.NewManager(inputServer("s", "roots/list", `{}`, ""))
-	s := newCore(t, m, Options{Servers: []config.Server{{Name: "s", SessionMode: config.SessionPerSession}}})
-	ts := &testSession{id: "a1", principal: "alice", caps: `{"roots":{}}`, answer: `{"roots":[{"uri":"file:///mine"}]}`}
-	ts.open(t, s)
-	text, err := callText(t, s, &Request{Session: "a1", Principal: "alice", Client: Client{Capabilities: json.RawMessage(ts.caps)},
-		SessionNotify: func(string, json.RawMessage) {}, SessionInput: ts.input,
-		Input: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
-			return nil, fmt.Errorf("too late: %w", ErrCallOver)
-		}})
-	if err != nil || text != ts.answer {
-		t.Errorf("the server got %q, %v; want the session's answer", text, err)
-	}
-	if diff := cmp.Diff([]string{"roots/list {}"}, ts.got()); diff != "" {
-		t.Errorf("the session was asked (-want +got):\n%s", diff)
+	for _, tc := range []struct {
+		name   string
+		server config.Server
+		other  bool   // alice has a second session, b1
+		want   string // what the server gets: the session's answer, or the gateway's
+		asked  bool   // the calling session was asked
+	}{
+		{name: "per_session: the session", server: config.Server{Name: "s", SessionMode: config.SessionPerSession}, other: true,
+			want: `{"roots":[{"uri":"file:///mine"}]}`, asked: true},
+		{name: "per_principal, one session: it", server: config.Server{Name: "s", SessionMode: config.SessionPerPrincipal},
+			want: `{"roots":[{"uri":"file:///mine"}]}`, asked: true},
+		{name: "per_principal, two sessions: nobody", server: config.Server{Name: "s", SessionMode: config.SessionPerPrincipal}, other: true,
+			want: `{"roots":[]}`},
+		{name: "shared: nobody", server: config.Server{Name: "s"},
+			want: `{"roots":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := upstreamtest.NewManager(inputServer("s", "roots/list", `{}`, ""))
+			s := newCore(t, m, Options{Servers: []config.Server{tc.server}})
+			ts := &testSession{id: "a1", principal: "alice", caps: `{"roots":{}}`, answer: `{"roots":[{"uri":"file:///mine"}]}`}
+			ts.open(t, s)
+			if tc.other {
+				(&testSession{id: "b1", principal: "alice", caps: `{"roots":{}}`, answer: `{"roots":[{"uri":"file:///other"}]}`}).open(t, s)
+			}
+			text, err := callText(t, s, &Request{Session: "a1", Principal: "alice", Client: Client{Capabilities: json.RawMessage(ts.caps)},
+				SessionNotify: func(string, json.RawMessage) {}, SessionInput: ts.input,
+				Input: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+					return nil, fmt.Errorf("too late: %w", ErrCallOver)
+				}})
+			if err != nil || text != tc.want {
+				t.Errorf("the server got %q, %v; want %s", text, err, tc.want)
+			}
+			var want []string
+			if tc.asked {
+				want = []string{"roots/list {}"}
+			}
+			if diff := cmp.Diff(want, ts.got()); diff != "" {
+				t.Errorf("the session was asked (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -219,13 +219,28 @@ func applyTask(rec *store.Task, task json.RawMessage) {
 // callerKey names the upstream session a task lives on, by the server's
 // session mode, and back.
 func (s *Server) callerKey(server string, req *Request) (string, upstream.Caller) {
+	who := s.upstreamCaller(server, req.Principal, req.Session)
+	switch {
+	case who.Session != "":
+		return "s:" + who.Session, who
+	case who.Principal != "":
+		return "p:" + who.Principal, who
+	}
+	return "", who
+}
+
+// upstreamCaller is the upstream session at server that serves a request
+// of principal's session, by the server's session mode: the session's own
+// (per_session), the principal's (per_principal), or the shared one (the
+// zero Caller).
+func (s *Server) upstreamCaller(server, principal, session string) upstream.Caller {
 	switch s.serverConfig(server).SessionMode {
 	case config.SessionPerPrincipal:
-		return "p:" + req.Principal, upstream.Caller{Principal: req.Principal}
+		return upstream.Caller{Principal: principal}
 	case config.SessionPerSession:
-		return "s:" + req.Session, upstream.Caller{Principal: req.Principal, Session: req.Session}
+		return upstream.Caller{Principal: principal, Session: session}
 	}
-	return "", upstream.Caller{}
+	return upstream.Caller{}
 }
 
 func callerOf(rec store.Task) upstream.Caller {

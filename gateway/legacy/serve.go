@@ -260,7 +260,7 @@ func (h *Handler) notification(s *session, m *jsonrpc.Message) {
 	case "notifications/roots/list_changed":
 		// The servers of the upstream sessions this session owns ask for
 		// the client's roots again.
-		h.core.RootsChanged(context.Background(), s.key)
+		h.core.RootsChanged(s.key)
 	case "notifications/cancelled":
 		// MCP 2025-11-25, basic/utilities/cancellation: stop the request
 		// and do not answer it; unknown or finished ids are ignored.

@@ -182,7 +182,10 @@ func TestRootsListChanged(t *testing.T) {
 		t.Fatalf("status %d, body %q; want 202", resp.StatusCode, body)
 	}
 	var got []string
-	for _, n := range e.mgr.Notifications() {
+	// The core passes it on in the background.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range e.mgr.WaitNotifications(ctx, 1) {
 		got = append(got, n.Server+" "+n.Who.Principal+"/"+n.Who.Session+" "+n.Method)
 	}
 	want := []string{"a " + who.Principal + "/" + who.Session + " notifications/roots/list_changed"}

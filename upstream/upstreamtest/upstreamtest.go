@@ -50,14 +50,16 @@ type Manager struct {
 	// Ended and LogLevels record EndSession and SetLogLevel calls; read
 	// them with Recorded.
 	Ended, LogLevels []string
-	mu               sync.Mutex
-	servers          map[string]*Server
-	watchers         map[int]func(upstream.Event)
-	next             int
-	requests         upstream.RequestFunc
-	reqID            int
-	answered         []Answered
-	notified         []Notified
+
+	mu       sync.Mutex
+	servers  map[string]*Server
+	watchers map[int]func(upstream.Event)
+	next     int
+	requests upstream.RequestFunc
+	reqID    int
+	answered []Answered
+	notified []Notified
+	sent     chan struct{} // closed at the next SendNotification
 }
 
 // Answered is one AnswerForClient call.
@@ -279,7 +281,33 @@ func (m *Manager) SendNotification(_ context.Context, server string, who upstrea
 		return fmt.Errorf("%w %q", upstream.ErrUnknownServer, server)
 	}
 	m.notified = append(m.notified, Notified{Server: server, Who: who, Method: method, Params: params})
+	if m.sent != nil {
+		close(m.sent)
+		m.sent = nil
+	}
 	return nil
+}
+
+// WaitNotifications returns what SendNotification sent, in order, once
+// it has sent at least n, or what it sent when ctx ends.
+func (m *Manager) WaitNotifications(ctx context.Context, n int) []Notified {
+	for {
+		m.mu.Lock()
+		if len(m.notified) >= n {
+			defer m.mu.Unlock()
+			return append([]Notified(nil), m.notified...)
+		}
+		if m.sent == nil {
+			m.sent = make(chan struct{})
+		}
+		sent := m.sent
+		m.mu.Unlock()
+		select {
+		case <-sent:
+		case <-ctx.Done():
+			return m.Notifications()
+		}
+	}
 }
 
 // Notifications returns what SendNotification sent, in order.

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by scripts/bench.sh and scripts/pgo.sh: a work folder ($work,
+# Sourced by bench/bench.sh: a work folder ($work,
 # binaries in $bin) removed on exit together with every process whose pid
 # is added to pids; the CPUs the servers and the load tool run on
 # (server_cpu, load_cpu: with two or more CPUs, CPU 0 and CPU 1 through

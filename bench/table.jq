@@ -1,8 +1,8 @@
 # Turns the JSON reports of bench/bench.sh (slurped: jq -rs) into the
 # BENCHMARKS.md tables. Every figure is the median over the rounds of one
-# run; every ratio is between runs of the same run of the script: mcpgw
-# to the upstream reached directly, and mcpgw's CPU per call to the floor
-# server's at the same number of sessions.
+# run; every ratio is the median of each round's ratio between that
+# round's runs: mcpgw to the upstream reached directly, and mcpgw's CPU
+# per call to the floor server's at the same number of sessions.
 def r(x): if x == null then "–" elif x >= 100 then (x | round | tostring) else ((x * 10 | round) / 10 | tostring) end;
 def median: map(select(. != null)) | sort
   | if length == 0 then null elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
@@ -18,6 +18,15 @@ def one($case; $via): map(select(.case == $case and .via == $via)) | if length =
     errors: (map(.errors) | add),
     rounds: map({round, rps, cpu: .watched.cpu_us_per_req, children: .watched.children_cpu_us_per_req})} end;
 def floorAt($n): one("floor, \($n) sessions"; "floor").cpu;
+# perRound(a; b; f): for each round with both, f of that round's a run
+# and b run ({a, b}); the ratios of a case are the medians of these, so
+# that each pairs runs of the same round.
+def perRound(a; b; f): . as $all | [range(1; ($all | map(.round) | max) + 1)]
+  | map(. as $k | {a: ($all | map(select(.case == a.case and .via == a.via and .round == $k)) | first),
+                   b: ($all | map(select(.case == b.case and .via == b.via and .round == $k)) | first)}
+        | select(.a != null and .b != null) | f);
+def xratio(x): if x == null then "–" else ((x * 100 | round) / 100 | tostring) + "×" end;
+def xpct(x): if x == null then "–" else ((x * 1000 | round) / 10 | tostring) + "%" end;
 def sessionsOf: capture(", (?<n>[0-9]+) sessions$").n;
 # order: the small calls over stdio, then over HTTP, by sessions, then
 # the rest as the script ran them.
@@ -32,16 +41,18 @@ def order: if test("^stdio, ") then [0, (sessionsOf | tonumber)] elif test("^htt
   ($cases[] | select(test("^(stdio|http|64 KiB|tools/list)")) as $c
    | ($all | one($c; "direct")) as $d | ($all | one($c; "mcpgw")) as $m
    | select($m != null)
-   | (if ($c | test("^(stdio|http), ")) then ($all | floorAt($c | sessionsOf | tonumber)) else null end) as $f
-   | "| \($c) | \(r($d.rps)) | \(r($m.rps)) | \(ratio($m.rps; $d.rps)) | \(r($d.p50)) | \(r($m.p50)) | \(r($m.cpu)) | \(if $f == null then "–" else ratio($m.cpu; $f) end) | \(r($m.rss)) | \(($d.errors // 0) + $m.errors) |"),
+   | ($all | perRound({case: $c, via: "mcpgw"}; {case: $c, via: "direct"}; if .b.rps > 0 then .a.rps / .b.rps else null end) | median) as $xd
+   | (if ($c | test("^(stdio|http), ")) then ($all | perRound({case: $c, via: "mcpgw"}; {case: "floor, \($c | sessionsOf) sessions", via: "floor"};
+         if (.b.watched.cpu_us_per_req // 0) > 0 then .a.watched.cpu_us_per_req / .b.watched.cpu_us_per_req else null end) | median) else null end) as $xf
+   | "| \($c) | \(r($d.rps)) | \(r($m.rps)) | \(xratio($xd)) | \(r($d.p50)) | \(r($m.p50)) | \(r($m.cpu)) | \(xratio($xf)) | \(r($m.rss)) | \(($d.errors // 0) + $m.errors) |"),
   "",
   "The floor server's CPU per call: \($floors | map(. as $n | "\(r($all | floorAt($n))) µs at \($n) sessions") | join(", ")).",
   ($all | one("64 KiB result, stdio, 8 sessions"; "mcpgw") | select(. != null)
-   | "A 64 KiB result costs mcpgw \(pct(.cpu; .children)) of the CPU its stdio upstream spends producing it (per round: \(.rounds | map(pct(.cpu; .children)) | join(", ")))."),
+   | "A 64 KiB result costs mcpgw \(xpct(.rounds | map(if (.children // 0) > 0 then .cpu / .children else null end) | median)) of the CPU its stdio upstream spends producing it (per round: \(.rounds | map(pct(.cpu; .children)) | join(", ")))."),
   ($all | map(select(.idle != null and .via == "mcpgw")) | .[]
    | "\(.sessions) idle sessions, each holding its GET stream: RSS \(r(.idle.rss_before_mib)) → \(r(.idle.rss_mib)) MiB, \(r(.idle.rss_per_session_kib)) KiB per session (\(.errors) errors)."),
   "",
-  "Each round's ×direct and ×floor for the small calls (the table gives the medians' ratios):",
+  "Each round's ×direct and ×floor for the small calls (the table gives their medians):",
   "",
   ($cases[] | select(test("^(stdio|http), ")) as $c
    | ($c | sessionsOf | tonumber) as $n

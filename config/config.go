@@ -571,7 +571,7 @@ type Server struct {
 	// Enabled is false to keep the entry without starting it. Default true.
 	Enabled *bool `yaml:"enabled"`
 	// Required marks a server the gateway is not ready without: /readyz
-	// answers 503 while it is enabled and not running (issue 9). Default
+	// answers 503 while it is enabled and not running. Default
 	// false: a server that is down degrades the gateway, not its readiness.
 	Required bool `yaml:"required"`
 	// Timeout overrides the gateway's CallTimeout for this server. If zero,

@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The admin tests (issue 7) manage the gateway's servers through /admin
+// The admin tests manage the gateway's servers through /admin
 // while a real client uses /mcp.
 
 // adminDo sends an admin request with token (none when "") and returns the

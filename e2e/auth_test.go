@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The auth tests (issue 8): OAuth 2.1 resource-server mode with JWTs from a
+// The auth tests: OAuth 2.1 resource-server mode with JWTs from a
 // local issuer, access rules per principal, and rate limits.
 
 // issuer is a local authorization server: it serves its JWKS and mints

@@ -19,7 +19,7 @@ import (
 
 // The catalog tests run the gateway in front of several catalog servers
 // (e2e/fixtures/catalogserver) and check, through the Go SDK client, the
-// merged lists of issue 3: names under each prefix mode, tool filters,
+// merged lists: names under each prefix mode, tool filters,
 // prompts, resources and templates with namespacing, list changes, paging.
 // Every fixture answer is "<server>:<name>", so each test can tell which
 // server and which of its items a gateway name reached.
@@ -127,7 +127,7 @@ func callAll(t testing.TB, cs *mcp.ClientSession, tools []*mcp.Tool) map[string]
 
 var (
 	// validExposed is what every exposed tool and prompt name must be
-	// (issue 3: [A-Za-z0-9_-], at most naming.max_length, 64 by default).
+	// ([A-Za-z0-9_-], at most naming.max_length, 64 by default).
 	validExposed = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	// hashSuffix follows "_" at the end of a cut or clashing name: 8 hex
 	// digits, and -2, -3, … if that is still taken.

@@ -18,7 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawclient"
 )
 
-// The media tests (issue 6) run the gateway in front of the demo server,
+// The media tests run the gateway in front of the demo server,
 // whose picture (a 200 KiB PNG), sound (a WAV), document (an embedded PDF)
 // and icon (a tiny PNG) tools always return the same bytes, and compare
 // what a real client gets through the gateway, and then fetches from the

@@ -25,7 +25,7 @@ import (
 
 // The relay tests run the gateway in front of relay servers
 // (e2e/fixtures/relayserver) and check, through the Go SDK client, what
-// issue 4 relays beyond a call's bytes: cancellation and timeouts under
+// the gateway relays beyond a call's bytes: cancellation and timeouts under
 // the upstream's own request id, progress under each client's own token,
 // the requests a server sends during a call (elicitation, sampling,
 // roots) and who answers them, logging by level, resource subscriptions,

@@ -202,7 +202,7 @@ func (g *shutdownGateway) waitExit(t *testing.T, sent time.Time, within time.Dur
 
 // TestShutdown_DrainsSlowCall: a call that ends within shutdown_grace is
 // answered, /readyz is 503 meanwhile, and the gateway exits 0 with its
-// child stopped (issue 9).
+// child stopped.
 func TestShutdown_DrainsSlowCall(t *testing.T) {
 	g := startSlowCall(t, "10s", 2)
 	sent := g.sigterm(t)

@@ -20,7 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawclient"
 )
 
-// The task tests (issue 5) run the gateway in front of the task server
+// The task tests run the gateway in front of the task server
 // (e2e/fixtures/taskserver, over stdio and HTTP: task support of its own),
 // the demo server (none: the gateway hosts its tasks) and npm's
 // server-everything, and drive it with rawclient, since the Go SDK has no

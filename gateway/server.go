@@ -712,10 +712,7 @@ const (
 func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration, mode forwardMode) (json.RawMessage, error) {
 	sc := s.serverConfig(server)
 	if timeout <= 0 {
-		timeout = s.opts.CallTimeout
-		if sc.Timeout > 0 {
-			timeout = time.Duration(sc.Timeout)
-		}
+		timeout = s.timeout(server)
 	}
 	if sc.SingleUser && req.Session != "" {
 		s.usedSingleUser(req.Session, server)

@@ -96,10 +96,8 @@ const (
 // answers for it.
 func (s *Server) serverRequest(ctx context.Context, server string, who upstream.Caller, m *jsonrpc.Message) (json.RawMessage, error) {
 	switch m.Method {
-	case "ping":
-		return json.RawMessage(`{}`), nil
 	case "elicitation/create", "sampling/createMessage", "roots/list":
-	default:
+	default: // ping is the upstream client's to answer
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not relay %s", m.Method)
 	}
 	session, ls, why := s.owner(server, who)

@@ -979,28 +979,17 @@ func (s *Server) hostedResult(ctx context.Context, req *Request, rec store.Task)
 	s.tasks.mu.Unlock()
 	if lt != nil {
 		ask := inputProvider(func(ictx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-			why := missingCapability(req.Client.Capabilities, method, params)
-			if why == "" && req.Input == nil {
-				why = "the client's request cannot carry a request to it"
+			res, err := s.askClient(ictx, rec.Server, method, params, clientAsker{
+				session: req.Session,
+				caps:    req.Client.Capabilities,
+				input:   req.Input,
+				notify:  req.SessionNotify,
+				noInput: "the client's request cannot carry a request to it",
+			})
+			if errors.Is(err, ErrCallOver) { // its tasks/result was answered
+				return s.answerFor(rec.Server, method, "the client could not be asked")
 			}
-			if why != "" {
-				return s.answerFor(rec.Server, method, why)
-			}
-			ictx, cancel := context.WithTimeoutCause(ictx, s.opts.InputTimeout, errInputTimeout)
-			defer cancel()
-			res, err := req.Input(ictx, method, params)
-			if err != nil {
-				var jerr *jsonrpc.Error
-				if errors.As(err, &jerr) {
-					return nil, jerr
-				}
-				reason := "the client could not be asked"
-				if errors.Is(context.Cause(ictx), errInputTimeout) {
-					reason = "the client did not answer within input_timeout"
-				}
-				return s.answerFor(rec.Server, method, reason)
-			}
-			return res, nil
+			return res, err
 		})
 	wait:
 		for {

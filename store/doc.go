@@ -1,5 +1,5 @@
 // Package store is mcpgw's persistence. It keeps what must outlive a
-// process: task records (issue 5), the admin API's server records (the
+// process: task records, the admin API's server records (the
 // servers registered through it, and its enabled overrides of the config
 // file's servers), the gateway's events (the server notifications of
 // GET /admin/events, the newest MaxEvents) and the legacy edge's sessions

@@ -138,8 +138,8 @@ func (m *Manager) requestHandler(e *entry, who Caller) RequestHandler {
 // DefaultAnswer, the server's configured roots for roots/list. The answer
 // becomes the server's Status.LastAnswered, and is logged: roots/list at
 // debug, since servers ask it at every start and the answer is the normal
-// one; the rest at info. An unknown server gets DefaultAnswer without
-// roots.
+// one; the rest at info, at most once a minute per server. An unknown
+// server gets DefaultAnswer without roots.
 func (m *Manager) AnswerForClient(server, method, reason string) (json.RawMessage, error) {
 	m.mu.Lock()
 	e := m.servers[server]
@@ -153,16 +153,30 @@ func (m *Manager) AnswerForClient(server, method, reason string) (json.RawMessag
 
 func (m *Manager) answerFor(e *entry, method, reason string) (json.RawMessage, error) {
 	res, a, err := DefaultAnswer(method, e.cfg.Roots, reason)
+	level, quiet := slog.LevelDebug, 0
 	m.mu.Lock()
 	e.status.LastAnswered = &a
-	m.mu.Unlock()
-	level := slog.LevelInfo
-	if method == "roots/list" {
-		level = slog.LevelDebug
+	if method != "roots/list" {
+		if now := time.Now(); now.Sub(e.answersLogged) >= answersLogEvery {
+			level, quiet = slog.LevelInfo, e.answersQuiet
+			e.answersLogged, e.answersQuiet = now, 0
+		} else {
+			e.answersQuiet++
+		}
 	}
-	m.logger.Log(context.Background(), level, "answering a server request for a client", "server", e.cfg.Name, "method", method, "answer", a.Answer, "reason", reason)
+	m.mu.Unlock()
+	attrs := []any{"server", e.cfg.Name, "method", method, "answer", a.Answer, "reason", reason}
+	if quiet > 0 {
+		attrs = append(attrs, "answered_unlogged", quiet)
+	}
+	m.logger.Log(context.Background(), level, "answering a server request for a client", attrs...)
 	return res, err
 }
+
+// answersLogEvery is how often the answers the gateway gives a server for
+// a client are logged at info: the rest of them at debug, and counted in
+// the next line at info.
+const answersLogEvery = time.Minute
 
 // SendNotification sends a notification to the upstream session of who at
 // server (the base client for a shared server, the caller's pooled one

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -223,4 +225,29 @@ func TestDefaultAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAnswerForClient_LogRate: the answers the gateway gives a server for
+// its clients are logged at info once a minute per server, the rest at
+// debug, and the next info line counts them: a server asking without end
+// cannot flood the log.
+func TestAnswerForClient_LogRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := newLogRecorder()
+		m := newFakeManager(t, map[string]*fakePeer{"s": {}}, []config.Server{fakeConfig("s")}, ManagerOptions{Logger: slog.New(logs)})
+		synctest.Wait()
+		for range 3 {
+			m.AnswerForClient("s", "elicitation/create", "no one client owns the shared upstream session")
+		}
+		time.Sleep(answersLogEvery)
+		m.AnswerForClient("s", "sampling/createMessage", "no one client owns the shared upstream session")
+		var got []string
+		for _, r := range logs.find("answering a server request for a client") {
+			got = append(got, r.level.String()+" "+r.attrs["method"]+" "+r.attrs["answered_unlogged"])
+		}
+		want := []string{"INFO elicitation/create ", "DEBUG elicitation/create ", "DEBUG elicitation/create ", "INFO sampling/createMessage 2"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("log lines (-want +got):\n%s", diff)
+		}
+	})
 }

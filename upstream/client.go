@@ -187,9 +187,11 @@ type Client struct {
 	answeringMu   sync.Mutex
 	answering     map[string]context.CancelFunc
 	answersActive atomic.Int64
-	// refusedAnswers counts server requests refused over maxAnswering.
-	refusedAnswers atomic.Int64
-	levels         levelSender
+	// refusedLogged is when a refusal over maxAnswering was last logged
+	// (unix nanoseconds), and refusedQuiet how many were refused since.
+	refusedLogged atomic.Int64
+	refusedQuiet  atomic.Int64
+	levels        levelSender
 
 	mu       sync.Mutex
 	pending  map[string]*call // by our request id
@@ -997,8 +999,11 @@ func (c *Client) startAnswer() bool {
 // on the reader's goroutine: bounded by closeTimeout, and a server that
 // does not read its answers holds up only its own messages.
 func (c *Client) refuseAnswer(m *jsonrpc.Message) {
-	if c.refusedAnswers.Add(1) == 1 {
-		c.logger.Warn("a server sent more requests than the gateway answers at once; the rest are refused", "method", m.Method, "limit", maxAnswering)
+	now, last := time.Now().UnixNano(), c.refusedLogged.Load()
+	if now-last >= int64(answersLogEvery) && c.refusedLogged.CompareAndSwap(last, now) {
+		c.logger.Warn("a server sent more requests than the gateway answers at once; the rest are refused", "method", m.Method, "limit", maxAnswering, "refused_unlogged", c.refusedQuiet.Swap(0))
+	} else {
+		c.refusedQuiet.Add(1)
 	}
 	resp := jsonrpc.NewErrorResponse(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
 		"mcpgw is already answering %d requests of this server; send fewer at once", maxAnswering))

@@ -220,6 +220,11 @@ type entry struct {
 	errsSeen []string
 	// failures counts the restarts in a row since the server last ran.
 	failures int
+	// answersLogged is when an answer for a client was last logged at
+	// info, and answersQuiet how many were answered since without a log
+	// line: a server that asks without end logs once a minute.
+	answersLogged time.Time
+	answersQuiet  int
 	// seed is the last base client that connected: the next one restores
 	// its subscriptions and log level, across a successor entry too.
 	seed *Client

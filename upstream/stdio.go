@@ -632,10 +632,9 @@ type queuedLine struct {
 }
 
 // queuedLines are the queuedLines of sends that are over, with their
-// channels empty: three of the allocations of every call to a stdio
-// server (the line, its channel and the channel's buffer; issue 10). A writer hands a line its outcome last: once its sender
-// has the outcome, or took the line off the queue unsent, no one else
-// holds it.
+// channels empty, for the next sends: the stdio transport alone holds
+// them. A writer hands a line its outcome last: once its sender has the
+// outcome, or took the line off the queue unsent, no one else holds it.
 var queuedLines = sync.Pool{New: func() any { return &queuedLine{done: make(chan error, 1)} }}
 
 // release gives q back to queuedLines, for a sender that has its outcome

@@ -32,7 +32,7 @@ type serverSet interface {
 }
 
 // notReady returns why the gateway should get no traffic, or nil when it
-// is ready (issue 9): it is draining after SIGTERM, the store does not
+// is ready: it is draining after SIGTERM, the store does not
 // answer, or a server marked required is enabled and not running. The
 // config is loaded by the time anything asks. The reasons are shown to
 // anyone who can reach /readyz, so they name servers and states only: a

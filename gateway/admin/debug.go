@@ -17,8 +17,7 @@ const (
 
 // cpuProfile serves GET /admin/debug/pprof/profile: the CPU profile of
 // the next seconds, in the gzipped protobuf format that `go tool pprof`
-// reads and that `go build -pgo` takes (scripts/pgo.sh makes
-// cmd/mcpgw/mcpgw.pgo from it), at the path net/http/pprof gives it.
+// reads, at the path net/http/pprof gives it.
 //
 // The heap and allocation profiles are left out on purpose: the linker
 // turns the runtime's memory profiling off in a binary that cannot read

@@ -85,7 +85,7 @@ type call struct {
 	// Under the session's mu, for request: decided is set once the
 	// answer is in (JSON when st is still nil), and written is closed
 	// once the stream's writer is done. Fields, not variables its
-	// closures capture: two allocations fewer per call (issue 10).
+	// closures capture: two allocations fewer per call.
 	decided bool
 	written chan struct{}
 	// baseURL is the gateway's URL as the client reached it through a

@@ -226,45 +226,6 @@ func (p *peer) bareRequest(ctx context.Context, method, target string, body []by
 	return req, nil
 }
 
-// do sends req through p's client. Through the default client a request
-// goes straight to its transport: http.Client copies every request's
-// header for the redirects it may follow, a cost per call for answers
-// that almost never are one. A redirect answer is then sent again through
-// the client, which follows it as it always has, and so is a request
-// whose URL carries credentials (the client turns them into a Basic
-// header). Errors are the client's *url.Error either way.
-func (p *peer) do(req *http.Request) (*http.Response, error) {
-	if p.hc != defaultHTTPClient || req.URL.User != nil {
-		return p.hc.Do(req)
-	}
-	resp, err := p.hc.Transport.RoundTrip(req)
-	if err != nil {
-		return nil, &url.Error{Op: urlErrorOp(req.Method), URL: p.safeURL, Err: err}
-	}
-	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
-		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		if resp.Header.Get("Location") == "" || req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-			return resp, nil // the client would not follow it either
-		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
-		resp.Body.Close()
-		again := req.Clone(req.Context())
-		if req.GetBody != nil {
-			if again.Body, err = req.GetBody(); err != nil {
-				return nil, &url.Error{Op: urlErrorOp(req.Method), URL: p.safeURL, Err: err}
-			}
-		}
-		return p.hc.Do(again)
-	}
-	return resp, nil
-}
-
-// urlErrorOp is the Op of http.Client's errors for a method: "Post".
-func urlErrorOp(method string) string {
-	return method[:1] + strings.ToLower(method[1:])
-}
-
 // header returns a new request header with the configured headers and
 // ours over them, and the session's. Its value slices are shared between
 // requests and must not be changed: net/http only reads them, and a header
@@ -725,7 +686,7 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		return err
 	}
 	req.Header = t.postHeader(ctx, sid, version, h)
-	resp, err := t.do(req)
+	resp, err := t.hc.Do(req)
 	if err != nil {
 		cancel()
 		return t.abortErr(ctx, err)
@@ -779,8 +740,8 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 // the session's, the client's headers of client that forward_headers
 // names, and ctx's trace context. Most POSTs of a session have the same
 // one, without forwarded headers or a trace context: it is made once per
-// session and protocol version and shared by them, read-only, when
-// requests go straight to the transport (do), which only reads it; an
+// session and protocol version and shared by them, read-only, through the
+// default client, which has no cookie jar and only reads it; another
 // http.Client may add to a request's header (its cookie jar's cookies).
 func (t *httpTransport) postHeader(ctx context.Context, sid, version string, client http.Header) http.Header {
 	fwd := t.forwarded(client)
@@ -1017,7 +978,7 @@ func (t *httpTransport) resume(ctx context.Context, lastID, sid, version string)
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set(headerLastEventID, lastID)
-	resp, err := t.do(req)
+	resp, err := t.hc.Do(req)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, t.abortErr(ctx, err)
@@ -1193,7 +1154,7 @@ func (t *httpTransport) deleteSession(ctx context.Context, sid, version string) 
 	if err != nil {
 		return
 	}
-	resp, err := t.do(req)
+	resp, err := t.hc.Do(req)
 	if err != nil {
 		t.logger.Debug("deleting the session failed", "err", t.netError(err))
 		return

@@ -1144,14 +1144,31 @@ func TestHTTP_Errors(t *testing.T) {
 
 // TestHTTP_Redirect: a server URL that answers with a redirect is
 // followed, the request's body sent again and its headers kept, as
-// http.Client does (through the default client a request reaches the
-// client only once its answer is a redirect).
+// http.Client does; each request reaches the old URL once, so a server
+// that runs a call and then redirects does not run it twice.
 func TestHTTP_Redirect(t *testing.T) {
 	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			f := newFakeHTTP(t)
+			var (
+				mu  sync.Mutex
+				old []string // "HTTP RPC" of each POST to /old
+			)
 			mux := http.NewServeMux()
-			mux.HandleFunc("/old", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/mcp", code) })
+			mux.HandleFunc("/old", func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					m, err := jsonrpc.ParseOne(body)
+					if err != nil {
+						t.Errorf("POST /old body %s: %v", body, err)
+					} else {
+						mu.Lock()
+						old = append(old, "POST "+m.Method)
+						mu.Unlock()
+					}
+				}
+				http.Redirect(w, r, "/mcp", code)
+			})
 			mux.Handle("/mcp", f)
 			srv := httptest.NewServer(mux)
 			t.Cleanup(srv.Close)
@@ -1160,6 +1177,15 @@ func TestHTTP_Redirect(t *testing.T) {
 			tools, err := c.ListTools(callCtx(t))
 			if err != nil || len(tools) == 0 {
 				t.Fatalf("ListTools through the redirect: %d tools, %v", len(tools), err)
+			}
+			want := []string{"POST initialize", "POST notifications/initialized", "POST tools/list"}
+			if diff := cmp.Diff(want, f.methods()); diff != "" {
+				t.Errorf("requests at the target (-want +got):\n%s", diff)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff(want, old); diff != "" {
+				t.Errorf("requests at the old URL (-want +got):\n%s", diff)
 			}
 		})
 	}

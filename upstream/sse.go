@@ -218,7 +218,7 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	addMissing(req.Header, t.forwarded(h)) // ours and the configured ones win
 	injectTraceContext(ctx, req.Header)
-	resp, err := t.do(req)
+	resp, err := t.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

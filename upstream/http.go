@@ -636,8 +636,11 @@ func (t *httpTransport) background(f func()) bool {
 }
 
 // release closes a body we stopped reading. What is left is drained in the
-// background, briefly, so that an HTTP/1.1 connection can be reused.
-func (t *httpTransport) release(body io.ReadCloser, cancel func()) {
+// background, briefly, so that an HTTP/1.1 connection can be reused; detach
+// first lets the exchange outlive its sender's context, which ends as soon
+// as the sender has its result. cancel ends the exchange.
+func (t *httpTransport) release(body io.ReadCloser, detach, cancel func()) {
+	detach()
 	ok := t.background(func() {
 		timer := time.AfterFunc(drainTimeout, cancel)
 		defer timer.Stop()
@@ -716,7 +719,7 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 			resp.Body.Close()
 			cancel()
 		} else {
-			t.release(resp.Body, cancel)
+			t.release(resp.Body, detach, cancel)
 		}
 		return nil
 	}
@@ -728,10 +731,10 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		defer resp.Body.Close()
 		return t.readJSON(ctx, resp.Body, resp.ContentLength, m.ID)
 	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent || resp.ContentLength == 0:
-		t.release(resp.Body, cancel)
+		t.release(resp.Body, detach, cancel)
 		return fmt.Errorf("server answered %d %s to a request, without a response", resp.StatusCode, http.StatusText(resp.StatusCode))
 	default:
-		t.release(resp.Body, cancel)
+		t.release(resp.Body, detach, cancel)
 		return fmt.Errorf("server answered with content type %q; want application/json or text/event-stream", mt)
 	}
 }
@@ -882,8 +885,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 			before := st.lastID
 			answered, err := t.readEvents(body, id, &st)
 			if answered {
-				detach()
-				t.release(body, cancel)
+				t.release(body, detach, cancel)
 				return nil
 			}
 			body.Close()

@@ -1367,41 +1367,229 @@ func TestHTTP_SessionExpiryRestores(t *testing.T) {
 	}
 }
 
-// fakeBody is a response body for release: over or not (ender), and
-// whether it was closed and read.
-type fakeBody struct {
-	closed, reads atomic.Int32
-	block         chan struct{} // a read waits on it (nil: EOF at once)
+// blockingBody is a response body for release whose reads wait until
+// unblock is closed; reading is closed when the first read begins.
+type blockingBody struct {
+	reading, unblock chan struct{}
+	once             sync.Once
+	closed           atomic.Int32
 }
 
-func (b *fakeBody) Close() error {
-	b.closed.Add(1)
-	return nil
+func newBlockingBody() *blockingBody {
+	return &blockingBody{reading: make(chan struct{}), unblock: make(chan struct{})}
 }
-func (b *fakeBody) Read([]byte) (int, error) {
-	b.reads.Add(1)
-	if b.block != nil {
-		<-b.block
-	}
+
+func (b *blockingBody) Read([]byte) (int, error) {
+	b.once.Do(func() { close(b.reading) })
+	<-b.unblock
 	return 0, io.EOF
 }
 
-// TestRelease: a body we stopped reading is drained in the background
-// before it is closed, so that its connection can be reused.
+func (b *blockingBody) Close() error {
+	b.closed.Add(1)
+	return nil
+}
+
+// TestRelease: a body we stopped reading is drained in the background,
+// no longer following its sender's context, and closed once drained, so
+// that its connection can be reused; once the transport is closed it is
+// closed at once.
 func TestRelease(t *testing.T) {
+	checkNoLeaks(t)
 	tr := newHTTPTransport(testServer("http", "http://127.0.0.1:1/mcp"), &ClientOptions{}).(*httpTransport)
 	t.Cleanup(func() { tr.close(context.Background()) })
 
-	open := &fakeBody{block: make(chan struct{})}
-	done := make(chan struct{})
-	tr.release(open, func() { close(done) })
-	if open.closed.Load() != 0 {
-		t.Error("a body not over was closed before it was drained")
+	body := newBlockingBody()
+	var detached atomic.Bool
+	ended := make(chan struct{}) // the exchange's cancel was called
+	var once sync.Once
+	tr.release(body, func() { detached.Store(true) }, func() { once.Do(func() { close(ended) }) })
+	select {
+	case <-body.reading:
+	case <-time.After(waitLimit):
+		t.Fatal("the body was never drained")
 	}
-	close(open.block) // the drain's read ends
-	<-done
-	if open.closed.Load() != 1 || open.reads.Load() == 0 {
-		t.Errorf("drained body: closed %d, read %d times; want 1, at least 1", open.closed.Load(), open.reads.Load())
+	// The drain is in its read.
+	if body.closed.Load() != 0 {
+		t.Error("the body was closed while it was being drained")
+	}
+	if !detached.Load() {
+		t.Error("the body is drained while its exchange still follows the sender's context")
+	}
+	select {
+	case <-ended:
+		t.Error("the exchange was cancelled while its body was being drained")
+	default:
+	}
+	close(body.unblock)
+	select {
+	case <-ended:
+	case <-time.After(waitLimit):
+		t.Fatal("the exchange was never cancelled after the drain")
+	}
+	if n := body.closed.Load(); n != 1 {
+		t.Errorf("the drained body was closed %d times; want 1", n)
+	}
+
+	// A closed transport starts no drain.
+	tr.close(context.Background())
+	late := newBlockingBody()
+	cancelled := false
+	tr.release(late, func() {}, func() { cancelled = true })
+	if late.closed.Load() != 1 || !cancelled {
+		t.Errorf("after close: body closed %d times, exchange cancelled %v; want 1, true", late.closed.Load(), cancelled)
+	}
+	select {
+	case <-late.reading:
+		t.Error("a closed transport drained a body")
+	default:
+	}
+}
+
+// TestHTTP_AnswerToANotificationKeepsTheConnection: the body of a 202
+// to a notification or to a response, still coming when send returns and
+// the sender's context ends (as the Client ends it), is drained in the
+// background to its end, and every such POST reuses the one connection.
+func TestHTTP_AnswerToANotificationKeepsTheConnection(t *testing.T) {
+	checkNoLeaks(t)
+	proceed := make(chan struct{}) // the handler ends its answer's body
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, "accepted")
+		w.(http.Flusher).Flush() // chunked: the body has no length
+		select {
+		case <-proceed:
+		case <-r.Context().Done():
+		}
+	}))
+	var (
+		mu       sync.Mutex
+		accepted int
+		closed   = make(chan struct{}, 100)
+	)
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			mu.Lock()
+			accepted++
+			mu.Unlock()
+		case http.StateClosed:
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	pooled := make(chan struct{}, 100)
+	hc := &http.Client{Transport: idleTracer{base: defaultHTTPClient.Transport.(*http.Transport).Clone(), pooled: pooled}}
+	tr := newHTTPTransport(config.Server{Name: "fake", Transport: config.TransportHTTP, URL: srv.URL}, &ClientOptions{HTTPClient: hc}).(*httpTransport)
+	if err := tr.start(context.Background(), func(*jsonrpc.Message, related) {}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.close(context.Background()) })
+
+	const n = 5
+	for i := range n {
+		m := jsonrpc.NewNotification("notifications/progress", json.RawMessage(`{"progressToken":1,"progress":1}`))
+		if i%2 == 1 {
+			m = jsonrpc.NewResult(jsonrpc.IntID(int64(i)), json.RawMessage(`{}`)) // an answer to a server's request
+		}
+		ctx := newFollowedCtx()
+		if err := tr.send(ctx, m); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		// The body's drain must not end with the sender's context: the
+		// race of its end with the body's is not for this test to win.
+		if n := ctx.followers(); n != 0 {
+			t.Errorf("POST %d: %d exchange(s) still end with the sender's context once send returned", i, n)
+		}
+		ctx.cancel() // as the Client does once send returns
+		timeout := time.After(waitLimit)
+		select {
+		case proceed <- struct{}{}:
+		case <-closed:
+			t.Fatalf("the connection of POST %d was closed before its answer's body ended", i)
+		case <-timeout:
+			t.Fatalf("POST %d: the handler never finished", i)
+		}
+		select {
+		case <-pooled:
+		case <-closed:
+			t.Fatalf("the connection of POST %d was closed instead of going back to the pool", i)
+		case <-timeout:
+			t.Fatalf("the connection of POST %d never went back to the pool", i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if accepted != 1 {
+		t.Errorf("%d POSTs answered 202 with a body opened %d connections; want 1", n, accepted)
+	}
+}
+
+// followedCtx is a context that knows which functions context.AfterFunc
+// registered on it and did not stop (context.AfterFunc uses a context's
+// own AfterFunc method when it derives from no context of the context
+// package that can end): what still follows it.
+type followedCtx struct {
+	context.Context // Background: no deadline, no values
+	done            chan struct{}
+
+	mu   sync.Mutex
+	fs   map[int]func() // nil once cancelled
+	next int
+}
+
+func newFollowedCtx() *followedCtx {
+	return &followedCtx{Context: context.Background(), done: make(chan struct{}), fs: make(map[int]func())}
+}
+
+func (c *followedCtx) Done() <-chan struct{} { return c.done }
+
+func (c *followedCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
+func (c *followedCtx) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fs == nil {
+		go f()
+		return func() bool { return false }
+	}
+	k := c.next
+	c.next++
+	c.fs[k] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.fs[k]
+		delete(c.fs, k)
+		return ok
+	}
+}
+
+// followers returns how many AfterFunc functions wait for c to end.
+func (c *followedCtx) followers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.fs)
+}
+
+// cancel ends c and runs its AfterFunc functions.
+func (c *followedCtx) cancel() {
+	c.mu.Lock()
+	close(c.done)
+	fs := c.fs
+	c.fs = nil
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }
 

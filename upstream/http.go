@@ -60,7 +60,6 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
-	"github.com/mcpgw/mcpgw/telemetry"
 )
 
 // Header names of the streamable HTTP transport.
@@ -101,20 +100,14 @@ var errTransportClosed = errors.New("transport closed")
 // peer is what both HTTP transports know about their server: where it is,
 // how to reach it, and what never to print.
 type peer struct {
-	rawURL  string // as configured; its query may carry secrets
-	safeURL string // scheme://host/path, for logs and errors
-	apiKey  string
-	headers map[string]string
+	rawURL  string      // as configured; its query may carry secrets
+	safeURL string      // scheme://host/path, for logs and errors
 	forward []string    // forward_headers, canonical, without the ones never forwarded
 	base    http.Header // the configured headers and ours, canonical; read-only
 	hc      *http.Client
 	max     int64
 	logger  *slog.Logger
 	secrets []string // redacted from quoted bodies
-	// url is rawURL parsed, its host without an empty port (as
-	// http.NewRequest leaves it); nil when it does not parse. Requests to
-	// rawURL share it: nothing below them changes a request's URL.
-	url *url.URL
 }
 
 func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
@@ -125,8 +118,6 @@ func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
 	p := peer{
 		rawURL:  srv.URL,
 		safeURL: "(invalid URL)",
-		apiKey:  srv.APIKey,
-		headers: srv.Headers,
 		forward: forwardable(srv.ForwardHeaders),
 		hc:      opts.HTTPClient,
 		max:     opts.MaxMessageBytes,
@@ -134,12 +125,12 @@ func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
 	if p.hc == nil {
 		p.hc = defaultHTTPClient
 	}
-	p.base = make(http.Header, len(p.headers)+1)
-	for k, v := range p.headers {
+	p.base = make(http.Header, len(srv.Headers)+1)
+	for k, v := range srv.Headers {
 		p.base[textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
 	}
-	if p.apiKey != "" {
-		p.base["Authorization"] = []string{"Bearer " + p.apiKey} // ours wins
+	if srv.APIKey != "" {
+		p.base["Authorization"] = []string{"Bearer " + srv.APIKey} // ours wins
 	}
 	if p.max <= 0 {
 		p.max = config.DefaultMaxResponseBody
@@ -154,9 +145,6 @@ func newPeer(srv config.Server, opts *ClientOptions, transport string) peer {
 		addSecret(v)
 	}
 	if u, err := url.Parse(srv.URL); err == nil {
-		shared := *u
-		shared.Host = strings.TrimSuffix(shared.Host, ":")
-		p.url = &shared
 		p.safeURL = safeURL(u)
 		addSecret(u.RawQuery)
 		for _, vs := range u.Query() {
@@ -180,92 +168,51 @@ func safeURL(u *url.URL) string {
 
 // newRequest returns a request to target with our authentication, the
 // configured headers and, when not empty, the session and protocol version
-// headers.
+// headers. Its body is in memory, as http.NewRequest makes it: net/http
+// writes it with the headers, in one write, and sends it again after a
+// redirect.
 func (p *peer) newRequest(ctx context.Context, method, target string, body []byte, sid, version string) (*http.Request, error) {
-	req, err := p.bareRequest(ctx, method, target, body)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return nil, err
+		// The error would quote the URL.
+		return nil, fmt.Errorf("invalid server URL %s", p.safeURL)
 	}
 	req.Header = p.header(sid, version)
 	return req, nil
 }
 
-// bareRequest returns a request to target, without a header. A request
-// to the server's URL is made as http.NewRequestWithContext makes it,
-// from the URL parsed once and in fewer allocations: a POST per call
-// is the hot path. Another target (a legacy SSE server's endpoint) is
-// made by http.NewRequestWithContext itself.
-func (p *peer) bareRequest(ctx context.Context, method, target string, body []byte) (*http.Request, error) {
-	if target != p.rawURL || p.url == nil {
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(body)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, target, rd)
-		if err != nil {
-			// The error would quote the URL.
-			return nil, fmt.Errorf("invalid server URL %s", p.safeURL)
-		}
-		return req, nil
+// newPost returns a POST of a JSON-RPC message to target that lives
+// within rctx: newRequest's headers, the content headers, the headers of
+// client (a client's request headers) that forward_headers names, and
+// the trace context of ctx, the call's.
+func (p *peer) newPost(ctx, rctx context.Context, target string, body []byte, sid, version string, client http.Header) (*http.Request, error) {
+	req, err := p.newRequest(rctx, http.MethodPost, target, body, sid, version)
+	if err != nil {
+		return nil, err
 	}
-	// method is one of net/http's constants. WithContext is the one way
-	// to set a request's context, and it copies: the template does not
-	// escape.
-	tmpl := http.Request{Method: method, URL: p.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: p.url.Host}
-	req := tmpl.WithContext(ctx)
-	if len(body) > 0 {
-		// As http.NewRequestWithContext wraps it: net/http knows this body
-		// is in memory, and writes the headers and the body in one write.
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	} else if body != nil {
-		req.Body = http.NoBody
-		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
-	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	addMissing(req.Header, p.forwarded(client)) // ours and the configured ones win
+	injectTraceContext(ctx, req.Header)
 	return req, nil
 }
 
-// header returns a new request header with the configured headers and
-// ours over them, and the session's. Its value slices are shared between
-// requests and must not be changed: net/http only reads them, and a header
-// a transport adds later replaces its slice.
+// header returns a new request header: the configured headers and ours
+// over them, and the session's.
 func (p *peer) header(sid, version string) http.Header {
-	h := make(http.Header, len(p.base)+6)
-	for k, vs := range p.base {
-		h[k] = vs
-	}
+	h := p.base.Clone()
 	if sid != "" {
-		h[headerSessionID] = []string{sid}
+		h.Set(headerSessionID, sid)
 	}
 	if version != "" {
-		h[headerProtocolVersion] = versionValue(version)
+		h.Set(headerProtocolVersion, version)
 	}
 	return h
 }
-
-// versionValues are the header values of the supported protocol versions,
-// shared by all requests.
-var versionValues = func() map[string][]string {
-	m := make(map[string][]string, len(supportedVersions))
-	for _, v := range supportedVersions {
-		m[v] = []string{v}
-	}
-	return m
-}()
-
-func versionValue(v string) []string {
-	if vs, ok := versionValues[v]; ok {
-		return vs
-	}
-	return []string{v}
-}
-
-// The values of the headers every POST has, shared (see header).
-var (
-	contentTypeJSON    = []string{"application/json"}
-	acceptJSONOrStream = []string{"application/json, text/event-stream"}
-)
 
 // headerMap is header as the map the r3labs stream clients take.
 func (p *peer) headerMap(sid, version string) map[string]string {
@@ -425,33 +372,12 @@ func sessionGone(code int, body []byte, sentSession bool) bool {
 	return false
 }
 
-// lifetime is what an HTTP or SSE transport's work lives within, ended
-// once, by end: ctx ends its background work and its exchanges under way.
-type lifetime struct {
-	ctx  context.Context
-	stop context.CancelFunc
-}
-
-func newLifetime() *lifetime {
-	ctx, stop := context.WithCancel(context.Background())
-	return &lifetime{ctx: ctx, stop: stop}
-}
-
-// end ends l's background work and its exchanges under way.
-func (l *lifetime) end() { l.stop() }
-
-// exchange returns the context of one HTTP exchange: it ends when ctx
-// ends or when life ends, and cancel ends it too (after detach, which
-// stops following ctx, for a body drained after the caller has gone).
-func (p *peer) exchange(ctx context.Context, life *lifetime) (rctx context.Context, detach, cancel func()) {
-	return followingBoth(ctx, life.ctx)
-}
-
-// followingBoth returns a context that ends when ctx or life ends, or on
-// cancel; detach stops following ctx. It is life's child, not ctx's, so
-// it carries none of ctx's values: nothing below net/http's client reads
-// them (injectTraceContext takes ctx itself), and a second AfterFunc per
-// POST (on life) is saved.
+// followingBoth returns the context of one HTTP exchange: it ends when
+// ctx (the caller's) or life (the transport's) ends, or on cancel. detach
+// stops following ctx, for a body drained after the caller has gone
+// (release). It is life's child, not ctx's, so that detach can let it
+// outlive ctx; it carries none of ctx's values (injectTraceContext takes
+// ctx itself).
 func followingBoth(ctx, life context.Context) (rctx context.Context, detach, cancel func()) {
 	rctx, rcancel := context.WithCancel(life)
 	stop := context.AfterFunc(ctx, rcancel)
@@ -560,8 +486,9 @@ type httpTransport struct {
 	idle time.Duration // re-open a GET stream silent for this long; 0: never
 
 	// life is the lifetime of background work (the GET stream, resumes,
-	// drains) and of sends in flight; close ends it.
-	life     *lifetime
+	// drains) and of sends in flight; endLife, called by close, ends it.
+	life     context.Context
+	endLife  context.CancelFunc
 	wg       sync.WaitGroup
 	doneCh   chan struct{}
 	closeErr error // set before doneCh is closed
@@ -574,17 +501,6 @@ type httpTransport struct {
 	expired bool
 	get     context.CancelFunc
 	closed  bool
-
-	// shared is the header of the session's POSTs that carry neither a
-	// client's forwarded headers nor a trace context (postHeader).
-	shared atomic.Pointer[sharedHeader]
-}
-
-// sharedHeader is a POST header shared by the requests of a session and
-// protocol version, read-only.
-type sharedHeader struct {
-	sid, version string
-	h            http.Header
 }
 
 var _ transport = (*httpTransport)(nil)
@@ -597,12 +513,13 @@ func newHTTPTransport(srv config.Server, opts *ClientOptions) transport {
 	case idle < 0:
 		idle = 0
 	}
-	return &httpTransport{
+	t := &httpTransport{
 		peer:   newPeer(srv, opts, config.TransportHTTP),
 		idle:   idle,
-		life:   newLifetime(),
 		doneCh: make(chan struct{}),
 	}
+	t.life, t.endLife = context.WithCancel(context.Background())
+	return t
 }
 
 // requestStreams reports that what the server sends about a request comes
@@ -682,13 +599,12 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		// starts over with an initialize without a session id).
 		sid, version = "", ""
 	}
-	rctx, detach, cancel := t.exchange(ctx, t.life)
-	req, err := t.bareRequest(rctx, http.MethodPost, t.rawURL, body)
+	rctx, detach, cancel := followingBoth(ctx, t.life)
+	req, err := t.newPost(ctx, rctx, t.rawURL, body, sid, version, h)
 	if err != nil {
 		cancel()
 		return err
 	}
-	req.Header = t.postHeader(ctx, sid, version, h)
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		cancel()
@@ -739,49 +655,13 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 	}
 }
 
-// postHeader returns the header of a POST: ours and the configured ones,
-// the session's, the client's headers of client that forward_headers
-// names, and ctx's trace context. Most POSTs of a session have the same
-// one, without forwarded headers or a trace context: it is made once per
-// session and protocol version and shared by them, read-only, through the
-// default client, which has no cookie jar and only reads it; another
-// http.Client may add to a request's header (its cookie jar's cookies).
-func (t *httpTransport) postHeader(ctx context.Context, sid, version string, client http.Header) http.Header {
-	fwd := t.forwarded(client)
-	shareable := t.hc == defaultHTTPClient && t.url != nil && t.url.User == nil &&
-		fwd == nil && !telemetry.Injects(ctx)
-	if !shareable {
-		h := t.postBase(sid, version)
-		addMissing(h, fwd) // ours and the configured ones win
-		injectTraceContext(ctx, h)
-		return h
-	}
-	if sh := t.shared.Load(); sh != nil && sh.sid == sid && sh.version == version {
-		return sh.h
-	}
-	sh := &sharedHeader{sid: sid, version: version, h: t.postBase(sid, version)}
-	t.shared.Store(sh)
-	return sh.h
-}
-
-// postBase is a POST's header without forwarded headers and trace
-// context: not even a configured one (injectTraceContext would replace it).
-func (p *peer) postBase(sid, version string) http.Header {
-	h := p.header(sid, version)
-	h["Content-Type"] = contentTypeJSON
-	h["Accept"] = acceptJSONOrStream
-	delete(h, "Traceparent")
-	delete(h, "Tracestate")
-	return h
-}
-
 // abortErr returns the error of an exchange that failed: ctx's own error
 // when it ended, errTransportClosed when close interrupted it.
 func (t *httpTransport) abortErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if t.life.ctx.Err() != nil {
+	if t.life.Err() != nil {
 		return errTransportClosed
 	}
 	return t.netError(err)
@@ -893,7 +773,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case t.life.ctx.Err() != nil:
+			case t.life.Err() != nil:
 				return errTransportClosed
 			case errors.Is(err, sse.ErrTooLarge):
 				return fmt.Errorf("server sent an event larger than the limit of %d bytes (max_response_body)", t.max)
@@ -919,7 +799,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 		}
 		wait := min(st.retry, maxRetryWait)
 		t.logger.Debug("resuming the response stream", "in", wait, "attempt", misses)
-		if !sleep(ctx, wait) || t.life.ctx.Err() != nil {
+		if !sleep(ctx, wait) || t.life.Err() != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -935,7 +815,7 @@ func (t *httpTransport) readStream(ctx context.Context, body io.ReadCloser, deta
 				// so the Client must not send it again. The next call
 				// initializes a new session.
 				return errors.New("the upstream session expired before the server answered")
-			case ctx.Err() != nil, t.life.ctx.Err() != nil:
+			case ctx.Err() != nil, t.life.Err() != nil:
 				return err
 			case errors.As(err, &se) && (se.Code == http.StatusMethodNotAllowed || se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):
 				return fmt.Errorf("server closed the response stream before answering, and resuming it failed: %w", err)
@@ -972,7 +852,7 @@ func (t *httpTransport) readEvents(body io.Reader, id jsonrpc.ID, st *streamStat
 
 // resume asks for the rest of a response stream: GET with Last-Event-ID.
 func (t *httpTransport) resume(ctx context.Context, lastID, sid, version string) (body io.ReadCloser, detach, cancel func(), err error) {
-	rctx, detach, cancel := t.exchange(ctx, t.life)
+	rctx, detach, cancel := followingBoth(ctx, t.life)
 	req, err := t.newRequest(rctx, http.MethodGet, t.rawURL, nil, sid, version)
 	if err != nil {
 		cancel()
@@ -1018,7 +898,7 @@ func (t *httpTransport) ready(context.Context) {
 	}
 	version := t.version
 	sid := t.sessionID
-	ctx, stop := context.WithCancel(t.life.ctx)
+	ctx, stop := context.WithCancel(t.life)
 	prev := t.get
 	t.get = stop
 	t.wg.Add(1)
@@ -1131,7 +1011,7 @@ func (t *httpTransport) close(ctx context.Context) error {
 	t.get = nil
 	t.mu.Unlock()
 
-	t.life.end()
+	t.endLife()
 	if sid != "" {
 		t.deleteSession(ctx, sid, version)
 	}

@@ -4,147 +4,176 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
-	"reflect"
+	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
-// TestBareRequest: a request to the server's URL, made from the URL
-// parsed once, is the request http.NewRequestWithContext makes.
-func TestBareRequest(t *testing.T) {
+// TestNewRequest: a request's body is one net/http knows is in memory (it
+// can send it again, and writes it with the headers), and a URL that does
+// not parse is refused without being quoted.
+func TestNewRequest(t *testing.T) {
 	type ctxKey struct{}
 	ctx := context.WithValue(context.Background(), ctxKey{}, "call")
-	for _, url := range []string{
-		"http://127.0.0.1:8080/mcp",
-		"http://example.com/mcp?token=q&x=1",
-		"http://example.com:/mcp",
-		"http://user:pw@example.com/a%2Fb/mcp",
-		"https://example.com/mcp",
-	} {
-		for _, body := range [][]byte{nil, {}, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)} {
-			p := newPeer(config.Server{URL: url}, &ClientOptions{}, config.TransportHTTP)
-			for _, method := range []string{http.MethodPost, http.MethodGet} {
-				got, err := p.bareRequest(ctx, method, url, body)
-				if err != nil {
-					t.Fatalf("%s %s: %v", method, url, err)
-				}
-				var rd io.Reader
-				if body != nil {
-					rd = bytes.NewReader(body)
-				}
-				want, err := http.NewRequestWithContext(ctx, method, url, rd)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got.Method != want.Method || got.URL.String() != want.URL.String() || got.Host != want.Host ||
-					got.Proto != want.Proto || got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor ||
-					got.ContentLength != want.ContentLength || got.Context() != ctx ||
-					!reflect.DeepEqual(got.URL.User, want.URL.User) {
-					t.Errorf("%s %s body %q:\n got  %s %s host %q %s len %d\n want %s %s host %q %s len %d", method, url, body,
-						got.Method, got.URL, got.Host, got.Proto, got.ContentLength, want.Method, want.URL, want.Host, want.Proto, want.ContentLength)
-				}
-				if (got.Body == nil) != (want.Body == nil) || (got.Body == http.NoBody) != (want.Body == http.NoBody) ||
-					(got.GetBody == nil) != (want.GetBody == nil) {
-					t.Errorf("%s %s body %q: body %T, GetBody set %v; want %T, %v", method, url, body, got.Body, got.GetBody != nil, want.Body, want.GetBody != nil)
-					continue
-				}
-				if got.Body == nil {
-					continue
-				}
-				for i := range 2 { // the body, then GetBody's copy
-					b, err := io.ReadAll(got.Body)
-					if err != nil || !bytes.Equal(b, body) {
-						t.Errorf("%s %s: body %d read %q, %v; want %q", method, url, i, b, err, body)
-					}
-					if got.Body, err = got.GetBody(); err != nil {
-						t.Fatal(err)
-					}
-				}
+	for _, body := range [][]byte{nil, {}, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)} {
+		p := newPeer(config.Server{URL: "http://example.com/mcp?token=q"}, &ClientOptions{}, config.TransportHTTP)
+		req, err := p.newRequest(ctx, http.MethodPost, p.rawURL, body, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Context() != ctx || req.URL.String() != p.rawURL || req.ContentLength != int64(len(body)) {
+			t.Errorf("body %q: context kept %v, URL %s, length %d", body, req.Context() == ctx, req.URL, req.ContentLength)
+		}
+		if body == nil {
+			if req.Body != nil {
+				t.Errorf("no body: Body %T", req.Body)
+			}
+			continue
+		}
+		if req.GetBody == nil {
+			t.Fatalf("body %q: no GetBody", body)
+		}
+		for i := range 2 { // the body, then GetBody's copy
+			b, err := io.ReadAll(req.Body)
+			if err != nil || !bytes.Equal(b, body) {
+				t.Errorf("body %d read %q, %v; want %q", i, b, err, body)
+			}
+			if req.Body, err = req.GetBody(); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
-	// Another target (an SSE server's endpoint) is net/http's own, and a
-	// URL that does not parse is refused without being quoted.
-	p := newPeer(config.Server{URL: "http://example.com/sse"}, &ClientOptions{}, config.TransportSSE)
-	if req, err := p.bareRequest(ctx, http.MethodPost, "http://example.com/message?session=1", []byte("{}")); err != nil || req.URL.String() != "http://example.com/message?session=1" {
-		t.Errorf("another target: %v, %v", req, err)
-	}
-	p = newPeer(config.Server{URL: "http://exa mple.com/mcp?token=5ecret"}, &ClientOptions{}, config.TransportHTTP)
-	if _, err := p.bareRequest(ctx, http.MethodPost, p.rawURL, nil); err == nil || bytes.Contains([]byte(err.Error()), []byte("5ecret")) {
+	p := newPeer(config.Server{URL: "http://exa mple.com/mcp?token=5ecret"}, &ClientOptions{}, config.TransportHTTP)
+	if _, err := p.newRequest(ctx, http.MethodPost, p.rawURL, nil, "", ""); err == nil || strings.Contains(err.Error(), "5ecret") {
 		t.Errorf("a URL that does not parse: %v", err)
 	}
 }
 
-// TestPostHeader: the POSTs of a session share one header when they carry
-// neither a trace context nor forwarded headers, and those that carry
-// either get one of their own, which leaves the shared one as it was.
-func TestPostHeader(t *testing.T) {
+// TestNewPost: a POST carries our headers and the configured ones, the
+// session's, the client's that forward_headers names (never over ours or
+// the configured ones) and the call's trace context (never a configured
+// or forwarded one), in a header of its own.
+func TestNewPost(t *testing.T) {
 	srv := config.Server{
 		Name: "fake", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp", APIKey: testAPIKey,
-		Headers:        map[string]string{"X-Test": testHeaderValue, "traceparent": "configured"},
-		ForwardHeaders: []string{"X-Tenant"},
+		Headers:        map[string]string{"X-Test": testHeaderValue, "traceparent": "configured", "Accept": "text/plain"},
+		ForwardHeaders: []string{"X-Tenant", "X-Test", "Tracestate"},
 	}
-	tr := newHTTPTransport(srv, &ClientOptions{HTTPClient: defaultHTTPClient}).(*httpTransport)
-	defer tr.life.end()
-	bg := context.Background()
-	base := http.Header{
-		"Authorization":        {"Bearer " + testAPIKey},
-		"X-Test":               {testHeaderValue},
-		"Content-Type":         {"application/json"},
-		"Accept":               {"application/json, text/event-stream"},
-		"Mcp-Session-Id":       {"s1"},
-		"Mcp-Protocol-Version": {"2025-11-25"},
-	}
-	same := func(a, b http.Header) bool {
-		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-	}
-
-	h1 := tr.postHeader(bg, "s1", "2025-11-25", nil)
-	if !reflect.DeepEqual(h1, base) {
-		t.Fatalf("header %v; want %v", h1, base)
-	}
-	if h2 := tr.postHeader(bg, "s1", "2025-11-25", http.Header{"X-Other": {"o"}}); !same(h1, h2) {
-		t.Error("a second POST of the session has a header of its own")
-	}
-
 	sc := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled,
 	})
-	traced := tr.postHeader(trace.ContextWithSpanContext(bg, sc), "s1", "2025-11-25", nil)
-	if same(traced, h1) || traced.Get("Traceparent") != "00-01000000000000000000000000000000-0200000000000000-01" {
-		t.Errorf("traced POST: shared %v, traceparent %q", same(traced, h1), traced.Get("Traceparent"))
+	traced := trace.ContextWithSpanContext(context.Background(), sc)
+	header := func(extra ...string) http.Header {
+		h := http.Header{
+			"Authorization": {"Bearer " + testAPIKey},
+			"X-Test":        {testHeaderValue},
+			"Content-Type":  {"application/json"},
+			"Accept":        {"application/json, text/event-stream"},
+		}
+		for i := 0; i < len(extra); i += 2 {
+			h[extra[i]] = []string{extra[i+1]}
+		}
+		return h
 	}
-	forwarded := tr.postHeader(bg, "s1", "2025-11-25", http.Header{"X-Tenant": {"acme"}})
-	if same(forwarded, h1) || forwarded.Get("X-Tenant") != "acme" {
-		t.Errorf("forwarding POST: shared %v, X-Tenant %q", same(forwarded, h1), forwarded.Get("X-Tenant"))
+	tests := []struct {
+		name         string
+		ctx          context.Context
+		sid, version string
+		client       http.Header
+		want         http.Header
+	}{
+		{"initialize", context.Background(), "", "", nil, header()},
+		{"in a session", context.Background(), "s1", "2025-11-25", nil,
+			header("Mcp-Session-Id", "s1", "Mcp-Protocol-Version", "2025-11-25")},
+		{"traced", traced, "s1", "2025-11-25", nil,
+			header("Mcp-Session-Id", "s1", "Mcp-Protocol-Version", "2025-11-25", "Traceparent", "00-01000000000000000000000000000000-0200000000000000-01")},
+		{"forwarding", context.Background(), "s1", "2025-11-25",
+			http.Header{"X-Tenant": {"acme"}, "X-Other": {"o"}, "X-Test": {"client's"}, "Tracestate": {"client=1"}, "Mcp-Session-Id": {"client's"}},
+			header("Mcp-Session-Id", "s1", "Mcp-Protocol-Version", "2025-11-25", "X-Tenant", "acme")},
 	}
-	if !reflect.DeepEqual(h1, base) {
-		t.Errorf("the shared header became %v", h1)
+	tr := newHTTPTransport(srv, &ClientOptions{}).(*httpTransport)
+	defer tr.endLife()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rctx := context.Background()
+			req, err := tr.newPost(tt.ctx, rctx, tr.rawURL, []byte(`{}`), tt.sid, tt.version, tt.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, req.Header); diff != "" {
+				t.Errorf("header (-want +got):\n%s", diff)
+			}
+			if req.Method != http.MethodPost || req.Context() != rctx {
+				t.Errorf("%s, context kept %v", req.Method, req.Context() == rctx)
+			}
+			// Each request has a header of its own.
+			req.Header["Authorization"][0] = "changed"
+			again, err := tr.newPost(tt.ctx, rctx, tr.rawURL, []byte(`{}`), tt.sid, tt.version, tt.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, again.Header); diff != "" {
+				t.Errorf("the next request's header (-want +got):\n%s", diff)
+			}
+		})
 	}
+}
 
-	// Another session, or version, has its own.
-	h3 := tr.postHeader(bg, "s2", "2025-11-25", nil)
-	if same(h3, h1) || h3.Get("Mcp-Session-Id") != "s2" {
-		t.Errorf("another session: shared %v, session %q", same(h3, h1), h3.Get("Mcp-Session-Id"))
+// TestNewPost_OneWrite: net/http writes a POST's headers and its body to
+// the connection in one write (two would cost two TCP segments a call).
+func TestNewPost_OneWrite(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	var writes atomic.Int32
+	tp := defaultHTTPClient.Transport.(*http.Transport).Clone()
+	dial := tp.DialContext
+	tp.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, writes: &writes}, nil
 	}
-	if h4 := tr.postHeader(bg, "", "", nil); h4.Get("Mcp-Session-Id") != "" || h4.Get("Mcp-Protocol-Version") != "" {
-		t.Errorf("initialize's header %v", h4)
+	t.Cleanup(tp.CloseIdleConnections)
+	tr := newHTTPTransport(testServer(config.TransportHTTP, srv.URL), &ClientOptions{HTTPClient: &http.Client{Transport: tp}}).(*httpTransport)
+	defer tr.endLife()
+	body := []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	req, err := tr.newPost(context.Background(), context.Background(), tr.rawURL, body, "s1", "2025-11-25", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	resp, err := tr.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := writes.Load(); n != 1 {
+		t.Errorf("the POST took %d writes; want 1", n)
+	}
+}
 
-	// Through a client of its own (which may add to a request's header)
-	// nothing is shared.
-	other := newHTTPTransport(srv, &ClientOptions{HTTPClient: &http.Client{}}).(*httpTransport)
-	defer other.life.end()
-	if a, b := other.postHeader(bg, "s1", "2025-11-25", nil), other.postHeader(bg, "s1", "2025-11-25", nil); same(a, b) || !reflect.DeepEqual(a, base) {
-		t.Errorf("own client: shared %v, header %v", same(a, b), a)
-	}
+// countingConn counts its writes.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
 }
 
 // TestReadJSON: an answer is read into a buffer of its declared length,
@@ -170,7 +199,7 @@ func TestReadJSON(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := newHTTPTransport(config.Server{Name: "fake", Transport: config.TransportHTTP, URL: "http://127.0.0.1:1/mcp"},
 				&ClientOptions{HTTPClient: defaultHTTPClient, MaxMessageBytes: tt.max}).(*httpTransport)
-			defer tr.life.end()
+			defer tr.endLife()
 			var got []string
 			tr.recv = func(m *jsonrpc.Message, _ related) { got = append(got, string(m.ID.String())) }
 			var before, after runtime.MemStats

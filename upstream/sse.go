@@ -35,7 +35,8 @@ type sseTransport struct {
 	peer
 	recv func(*jsonrpc.Message, related)
 
-	life       *lifetime // the event stream's, and the POSTs'
+	life       context.Context // the event stream's, and the POSTs'
+	endLife    context.CancelFunc
 	wg         sync.WaitGroup
 	endpointCh chan struct{} // closed once the endpoint is known
 	doneCh     chan struct{}
@@ -51,12 +52,13 @@ type sseTransport struct {
 var _ transport = (*sseTransport)(nil)
 
 func newSSETransport(srv config.Server, opts *ClientOptions) transport {
-	return &sseTransport{
+	t := &sseTransport{
 		peer:       newPeer(srv, opts, config.TransportSSE),
-		life:       newLifetime(),
 		endpointCh: make(chan struct{}),
 		doneCh:     make(chan struct{}),
 	}
+	t.life, t.endLife = context.WithCancel(context.Background())
+	return t
 }
 
 // start opens the event stream and returns once the server named its POST
@@ -90,8 +92,8 @@ func (t *sseTransport) start(ctx context.Context, recv func(m *jsonrpc.Message, 
 	}
 	go func() {
 		defer t.wg.Done()
-		err := c.SubscribeWithContext(t.life.ctx, "", func(ev *r3sse.Event) { t.handle(base, ev) })
-		if t.life.ctx.Err() != nil {
+		err := c.SubscribeWithContext(t.life, "", func(ev *r3sse.Event) { t.handle(base, ev) })
+		if t.life.Err() != nil {
 			return // close ends the transport
 		}
 		t.mu.Lock()
@@ -175,7 +177,7 @@ func resolveEndpoint(base *url.URL, data string) (string, error) {
 // fail ends the transport with err and stops the event stream.
 func (t *sseTransport) fail(err error) {
 	t.finish(err)
-	t.life.end()
+	t.endLife()
 }
 
 func (t *sseTransport) finish(err error) {
@@ -202,28 +204,24 @@ func (t *sseTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h
 	t.mu.Lock()
 	closed, endpoint := t.closed, t.endpoint
 	t.mu.Unlock()
-	if closed || t.life.ctx.Err() != nil {
+	if closed || t.life.Err() != nil {
 		return errTransportClosed
 	}
 	if endpoint == "" {
 		return errors.New("no endpoint yet")
 	}
-	rctx, _, cancel := t.exchange(ctx, t.life)
+	rctx, _, cancel := followingBoth(ctx, t.life)
 	defer cancel()
-	req, err := t.newRequest(rctx, http.MethodPost, endpoint, body, "", "")
+	req, err := t.newPost(ctx, rctx, endpoint, body, "", "", h)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	addMissing(req.Header, t.forwarded(h)) // ours and the configured ones win
-	injectTraceContext(ctx, req.Header)
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if t.life.ctx.Err() != nil {
+		if t.life.Err() != nil {
 			return errTransportClosed
 		}
 		return t.netError(err)
@@ -255,7 +253,7 @@ func (t *sseTransport) close(ctx context.Context) error {
 	}
 	t.closed = true
 	t.mu.Unlock()
-	t.life.end()
+	t.endLife()
 	waited := make(chan struct{})
 	go func() {
 		t.wg.Wait()

@@ -1,13 +1,10 @@
 package telemetry
 
 import (
-	"context"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Attribute keys of the OpenTelemetry MCP semantic conventions
@@ -86,13 +83,6 @@ var DurationBuckets = []float64{0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30, 120}
 // tracestate) only: baggage is the client's, and the gateway does not pass
 // it on to servers of other owners.
 var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
-
-// Injects reports whether Propagator.Inject writes anything for ctx: a
-// span context to pass on. A caller whose headers it would leave as they
-// are can share them between requests.
-func Injects(ctx context.Context) bool {
-	return trace.SpanContextFromContext(ctx).IsValid()
-}
 
 // ScopeName is the instrumentation scope of mcpgw's tracers and meters.
 const ScopeName = "github.com/mcpgw/mcpgw"

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -234,35 +233,6 @@ func TestTracing(t *testing.T) {
 	}
 	if !Tracing(otel.GetTracerProvider()) {
 		t.Error("Tracing(global) = false: the global provider may delegate to a real one later")
-	}
-}
-
-// TestInjects: Injects is true exactly when Propagator.Inject writes
-// something.
-func TestInjects(t *testing.T) {
-	valid := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}})
-	remote := valid.WithRemote(true).WithTraceState(mustTraceState(t, "k=v"))
-	bg := context.Background()
-	tests := []struct {
-		name string
-		ctx  context.Context
-		want bool
-	}{
-		{"no span", bg, false},
-		{"a span context", trace.ContextWithSpanContext(bg, valid), true},
-		{"a client's, with a trace state", trace.ContextWithRemoteSpanContext(bg, remote), true},
-		{"an invalid one", trace.ContextWithSpanContext(bg, trace.SpanContext{}), false},
-		{"a non-recording span of a no-op tracer", func() context.Context {
-			ctx, _ := noop.NewTracerProvider().Tracer("t").Start(bg, "s")
-			return ctx
-		}(), false},
-	}
-	for _, tt := range tests {
-		h := http.Header{}
-		Propagator.Inject(tt.ctx, propagation.HeaderCarrier(h))
-		if got := Injects(tt.ctx); got != tt.want || got != (len(h) > 0) {
-			t.Errorf("%s: Injects = %v, want %v; Inject wrote %v", tt.name, got, tt.want, h)
-		}
 	}
 }
 

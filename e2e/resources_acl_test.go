@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -21,10 +22,12 @@ import (
 //
 //	demo://resource/static/1                   answers "<name>:<uri asked>"
 //	demo://resource/dynamic/text/{resourceId}  answers "<name>:<uri asked>"
-//	demo://files/{+path}                       a file server: it resolves
-//	                                           dot segments and repeated or
-//	                                           trailing slashes of the path
-//	                                           itself and answers
+//	demo://files/{+path}                       a file server: it decodes
+//	                                           the path as Go's url.Parse
+//	                                           does, resolves its dot
+//	                                           segments and repeated or
+//	                                           trailing slashes itself and
+//	                                           answers
 //	                                           "<name>:file <clean path>"
 //
 // Its completions answer the one value "<name>:<ref uri>", and it has the
@@ -49,7 +52,11 @@ func startResourceServer(t *testing.T, name string, up bool) *resourceServer {
 	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "demo://resource/dynamic/text/{resourceId}", Name: "dynamic", MIMEType: "text/plain"}, echo)
 	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "demo://files/{+path}", Name: "files", MIMEType: "text/plain"},
 		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			p := path.Clean("/" + strings.TrimPrefix(req.Params.URI, "demo://files/"))
+			u, err := url.Parse(req.Params.URI)
+			if err != nil {
+				return nil, err
+			}
+			p := path.Clean(u.Path)
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: name + ":file " + p}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "ping", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -135,7 +142,9 @@ func listResources(t *testing.T, cs *mcp.ClientSession) listing {
 //   - bob, whom a rule denies demo://files/secret, cannot read it under
 //     any spelling that the file servers would resolve to it, in either
 //     server's form; alice reads those, and the server gets the
-//     normalized URI.
+//     normalized URI; a spelling that only decoding makes a path to it
+//     (an encoded "/" or "\", dot segments encoded twice) is refused to
+//     both.
 func TestResources_NamespacingAndAccess(t *testing.T) {
 	want := listing{
 		Resources: []string{"demo://resource/static/1", "mcp+beta+demo://resource/static/1"},
@@ -266,6 +275,25 @@ func checkAliases(t *testing.T, g *gateway, alice *mcp.ClientSession) {
 			}
 			if want := owner + ":file /secret"; len(res.Contents) != 1 || res.Contents[0].Text != want {
 				t.Errorf("alice reading %s gave %q, want %q", uri, texts(res), want)
+			}
+		}
+	}
+	for _, form := range []string{"", "mcp+alpha+", "mcp+beta+"} {
+		for _, spelling := range []string{
+			"demo://files/x/..%2Fsecret",
+			"demo://files/x%2F..%2Fsecret",
+			"demo://files/x/..%252Fsecret",
+			"demo://files/x/%252E%252E/secret",
+			"demo://files/x/..%5Csecret",
+		} {
+			uri := form + spelling
+			for who, cs := range map[string]*mcp.ClientSession{"alice": alice, "bob": bob} {
+				res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: uri})
+				if err == nil {
+					t.Errorf("%s read %s: %q, want it refused", who, uri, texts(res))
+				} else if !strings.Contains(err.Error(), "resource URI refused") {
+					t.Errorf("%s reading %s: %v, want the URI refused", who, uri, err)
+				}
 			}
 		}
 	}

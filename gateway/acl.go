@@ -149,12 +149,16 @@ func (a *acl) allows(principal string, groups []string, kind itemKind, server, n
 // server's own spelling, or the normalized URI: resources.go) on every
 // server, so an allow rule grants nothing more through it. The others
 // may name another resource (a//b on a server that tells it from a/b, a
-// server's listed ../ spelling), so only a deny is widened to them. The
-// gateway cannot know a server's own aliases (a case-insensitive path,
-// %2F for "/", a symlink): a deny rule does not see them, which is why
-// allow rules are the safe form for resources. Literal patterns are
-// normalized when the rules are compiled (uriGlobs), so that FILE:///a
-// written in a rule matches file:///a.
+// server's listed ../ spelling), so only a deny is widened to them. A URI
+// the client makes up cannot reach a path other than the one the rules
+// were matched against: one a server could decode into another path (%2F,
+// %5C, dot segments encoded twice) is refused before any rule is asked
+// (unsafeURI). The gateway cannot know a server's own
+// aliases (a case-insensitive path, a symlink, a URI it lists with %2F in
+// it): a deny rule does not see them, which is why allow rules are the
+// safe form for resources. Literal patterns are normalized when the rules
+// are compiled (uriGlobs), so that FILE:///a written in a rule matches
+// file:///a.
 
 // resourceForms are the forms of one server's resource or template that
 // a rule's resource patterns are matched against.

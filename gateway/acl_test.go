@@ -753,17 +753,20 @@ func BenchmarkToolsListACL(b *testing.B) {
 
 // A deny rule on a resource holds however the client spells the URI: in
 // the namespaced or the server's own form (whichever form the rule is
-// written in and whichever the server is listed under), with dot
-// segments, repeated or trailing slashes, another case of scheme or host,
-// or percent-encoded unreserved characters. What reaches the server is
-// the normalized URI (its own listed spelling when it lists it), and a
-// refused read reaches no server.
+// written in and whichever the server is listed under), with dot segments, repeated or trailing slashes,
+// another case of scheme or host, or percent-encoded unreserved
+// characters. A spelling that a server could decode into another path
+// (an encoded "/" or "\", a "\", dot segments encoded twice) is refused
+// as invalid params unless the server lists that very URI. What reaches
+// the server is the normalized URI (its own listed spelling when it lists
+// it), and a refused read reaches no server.
 func TestACL_ResourceSpellings(t *testing.T) {
 	var u uriServer
 	m := upstreamtest.NewManager(
 		// files serves any path (like a file server, it would resolve
 		// dot segments and repeated slashes itself).
-		u.server("files", []string{"file:///docs/a.md", "file:///secret/key"}, []string{"file:///{+path}"}),
+		// It lists one URI with an encoded slash of its own.
+		u.server("files", []string{"file:///docs/a.md", "file:///secret/key", "file:///docs/x%2Fy"}, []string{"file:///{+path}"}),
 		u.server("notes", []string{"file:///notes/n1", "memo://secret", "memo://public"}, []string{"memo://{id}"}),
 	)
 	s := newCore(t, m, Options{
@@ -780,8 +783,10 @@ func TestACL_ResourceSpellings(t *testing.T) {
 	})
 	tests := []struct {
 		uri string
-		// forward is what the server gets; "" when bob is refused.
+		// forward is what the server gets; "" when bob is refused:
+		// forbidden, or invalid params naming invalid.
 		server, forward string
+		invalid         string
 	}{
 		{uri: "file:///secret/key"},
 		{uri: "file:///secret/./key"},
@@ -811,6 +816,20 @@ func TestACL_ResourceSpellings(t *testing.T) {
 		{uri: "mcp+notes+file:///notes/n1"},
 		{uri: "mcp+notes+file:///notes//n1"},
 		{uri: "mcp+notes+file:///notes/./n1/"},
+		// Spellings a server would decode into the denied path.
+		{uri: "file:///secret%2Fkey", invalid: `encoded "/"`},
+		{uri: "file:///secret%2fkey", invalid: `encoded "/"`},
+		{uri: "file:///docs/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
+		{uri: "file:///docs%2F..%2Fsecret/key", invalid: `encoded "/"`},
+		{uri: "file:///docs/..%252Fsecret/key", invalid: `encoded "/"`},
+		{uri: "file:///docs/%252E%252E/secret/key", invalid: "dot segment"},
+		{uri: "file:///docs/%25252e%25252e/secret/key", invalid: "dot segment"},
+		{uri: "file:///docs/..%5Csecret%5Ckey", invalid: `"\"`},
+		{uri: "file:///docs/..\\secret\\key", invalid: `"\"`},
+		{uri: "file:///secret\\key", invalid: `"\"`},
+		{uri: "mcp+files+file:///docs/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
+		{uri: "memo://..%2Fsecret", invalid: `encoded "/"`},
+		{uri: "mcp+notes+memo://%252E%252E", invalid: "dot segment"},
 		// Allowed, normalized on the way.
 		{uri: "file:///docs/a.md", server: "files", forward: "file:///docs/a.md"},
 		{uri: "file:///docs/./a.md", server: "files", forward: "file:///docs/a.md"},
@@ -822,13 +841,29 @@ func TestACL_ResourceSpellings(t *testing.T) {
 		{uri: "file:///docs/a.md/", server: "files", forward: "file:///docs/a.md/"},
 		{uri: "mcp+notes+memo://public", server: "notes", forward: "memo://public"},
 		{uri: "mcp+notes+memo://PUBLIC", server: "notes", forward: "memo://public"},
+		// A URI the server lists is its own, encoded slash and all; one
+		// it does not list is refused.
+		{uri: "file:///docs/x%2Fy", server: "files", forward: "file:///docs/x%2Fy"},
+		{uri: "file:///docs/x%2fy", server: "files", forward: "file:///docs/x%2Fy"},
+		{uri: "mcp+files+file:///docs/x%2Fy", server: "files", forward: "file:///docs/x%2Fy"},
+		{uri: "file:///docs/x%2Fz", invalid: `encoded "/"`},
+		// The query is the server's: it is not checked.
+		{uri: "file:///docs/a.md?p=..%2Fsecret", server: "files", forward: "file:///docs/a.md?p=..%2Fsecret"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.uri, func(t *testing.T) {
 			u.reset()
 			_, err := s.Handle(context.Background(), as(bob, "resources/read", fmt.Sprintf(`{"uri":%q}`, tt.uri)))
+			if tt.invalid != "" {
+				jerr := assertCode(t, err, jsonrpc.CodeInvalidParams, tt.invalid)
+				if strings.Contains(jerr.Message, "secret") {
+					t.Errorf("the refusal echoes the URI: %q", jerr.Message)
+				}
+			}
 			if tt.server == "" {
-				assertCode(t, err, CodeForbidden, "is not allowed")
+				if tt.invalid == "" {
+					assertCode(t, err, CodeForbidden, "is not allowed")
+				}
 				if got := u.recorded(); len(got) != 0 {
 					t.Errorf("a refused read reached the servers: %q", got)
 				}
@@ -854,11 +889,82 @@ func TestACL_ResourceSpellings(t *testing.T) {
 	// The lists agree with the reads: bob is shown none of the denied
 	// URIs, in any form.
 	names, _ := listAll(t, s, bob, "resources/list")
-	if want := []string{"file:///docs/a.md", "mcp+notes+memo://public"}; !slices.Equal(names, want) {
+	if want := []string{"file:///docs/a.md", "file:///docs/x%2Fy", "mcp+notes+memo://public"}; !slices.Equal(names, want) {
 		t.Errorf("bob's resources/list = %q, want %q", names, want)
 	}
 	names, _ = listAll(t, s, bob, "resources/templates/list")
 	if want := []string{"file:///{+path}"}; !slices.Equal(names, want) {
 		t.Errorf("bob's resources/templates/list = %q, want %q", names, want)
+	}
+}
+
+// An allow rule holds for what the server reads: a URI under
+// file:///public/ that a server would decode into a path outside it (an
+// encoded "/" or "\", a "\", dot segments once decoded) is refused, in
+// either form, before any rule or server sees it; the query is the
+// server's own.
+func TestACL_AllowRuleSpellings(t *testing.T) {
+	var u uriServer
+	m := upstreamtest.NewManager(u.server("files", []string{"file:///public/a", "file:///secret/key"}, []string{"file:///public/{name}{?v}"}))
+	s := newCore(t, m, Options{ACL: config.ACL{Rules: []config.ACLRule{
+		{Effect: config.ACLAllow, Principals: []string{"bob"}, Resources: []string{"file:///public/*"}},
+	}}})
+	tests := []struct {
+		uri string
+		// forward is what the server gets; "" when bob is refused:
+		// forbidden, or invalid params naming invalid.
+		forward, invalid string
+	}{
+		{uri: "file:///public/a", forward: "file:///public/a"},
+		{uri: "file:///public/b", forward: "file:///public/b"},
+		{uri: "mcp+files+file:///public/b", forward: "file:///public/b"},
+		{uri: "file:///public/b?v=..%2Fx", forward: "file:///public/b?v=..%2Fx"},
+		{uri: "file:///public/../secret/key"},
+		{uri: "file:///secret/key"},
+		{uri: "file:///public/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
+		{uri: "file:///public/..%2fsecret%2fkey", invalid: `encoded "/"`},
+		{uri: "file:///public/%2E%2E%2Fsecret%2Fkey", invalid: `encoded "/"`},
+		{uri: "file:///public/..%252Fsecret", invalid: `encoded "/"`},
+		{uri: "file:///public/%252E%252E%252Fsecret", invalid: `encoded "/"`},
+		{uri: "file:///public/..%5Csecret", invalid: `"\"`},
+		{uri: "file:///public/..\\secret", invalid: `"\"`},
+		{uri: "mcp+files+file:///public/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
+		// A name with a slash, encoded as RFC 6570 expands {name}: the
+		// server would read file:///public/a/b. It is refused too.
+		{uri: "file:///public/a%2Fb", invalid: `encoded "/"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.uri, func(t *testing.T) {
+			u.reset()
+			_, err := s.Handle(context.Background(), as(bob, "resources/read", fmt.Sprintf(`{"uri":%q}`, tt.uri)))
+			switch {
+			case tt.invalid != "":
+				assertCode(t, err, jsonrpc.CodeInvalidParams, tt.invalid)
+			case tt.forward == "":
+				assertCode(t, err, CodeForbidden, "is not allowed")
+			case err != nil:
+				t.Fatalf("read: %v", err)
+			}
+			var want []string
+			if tt.forward != "" {
+				want = []string{"files resources/read " + tt.forward}
+			}
+			if got := u.recorded(); !slices.Equal(got, want) {
+				t.Errorf("the server got %q, want %q", got, want)
+			}
+		})
+	}
+	// The same refusal for a subscription and a completion ref.
+	for _, req := range []*Request{
+		as(bob, "resources/subscribe", `{"uri":"file:///public/..%2Fsecret%2Fkey"}`),
+		as(bob, "completion/complete", `{"ref":{"type":"ref/resource","uri":"file:///public/..%2Fsecret%2F{x}"},"argument":{"name":"x","value":""}}`),
+	} {
+		u.reset()
+		req.Session, req.SessionNotify = "sess", func(string, json.RawMessage) {}
+		_, err := s.Handle(context.Background(), req)
+		assertCode(t, err, jsonrpc.CodeInvalidParams, `encoded "/"`)
+		if got := u.recorded(); len(got) != 0 {
+			t.Errorf("%s: a refused request reached the server: %q", req.Method, got)
+		}
 	}
 }

@@ -327,12 +327,12 @@ func (c *catalog) exposedNamespaced(server, uri string) bool {
 }
 
 // ownURI returns server's own spelling of the normalized URI norm: the
-// one it listed, or norm when it listed none.
-func (c *catalog) ownURI(server, norm string) string {
+// one it listed (listed true), or norm when it listed none.
+func (c *catalog) ownURI(server, norm string) (own string, listed bool) {
 	if own, ok := c.ownURIs[ownURI{server, norm}]; ok {
-		return own
+		return own, true
 	}
-	return norm
+	return norm, false
 }
 
 // upstreamTaskSupport returns a tool's own task support: its

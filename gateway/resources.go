@@ -38,24 +38,44 @@ import (
 // offers the same URI or template namespaced.
 //
 // The server gets its own spelling of the URI when it listed the URI
-// (ownURI), else the normalized URI.
+// (ownURI), else the normalized URI. A URI that neither the server listed
+// nor a result of the server showed is the client's own making: it is
+// refused when the server could decode it into a path that the gateway
+// did not route and check (unsafeURI).
 
 // routeURI finds the server of a resource URI and the server's own URI.
 func (s *Server) routeURI(cat *catalog, principal, uri string) (server, orig string, err error) {
+	server, orig, offered, err := s.findURI(cat, principal, uri)
+	if err != nil {
+		return "", "", err
+	}
+	if !offered {
+		if problem := unsafeURI(orig); problem != "" {
+			return "", "", invalidParams("resource URI refused: %s; the gateway forwards such a URI only when its server lists it", problem)
+		}
+	}
+	return server, orig, nil
+}
+
+// findURI is routeURI's search; offered says whether orig is one the
+// server gave: listed, or shown in a result to this principal.
+func (s *Server) findURI(cat *catalog, principal, uri string) (server, orig string, offered bool, err error) {
 	if server, inner, ok := parseNamespaced(cat.prefix, uri); ok {
 		if _, known := cat.namespaced[server]; !known {
-			return "", "", invalidParams("unknown resource %q: no server named %q is behind this gateway", uri, server)
+			return "", "", false, invalidParams("unknown resource %q: no server named %q is behind this gateway", uri, server)
 		}
-		return server, cat.ownURI(server, normalizeURI(inner)), nil
+		orig, offered = cat.ownURI(server, normalizeURI(inner))
+		return server, orig, offered, nil
 	}
 	norm := normalizeURI(uri)
-	route := func(servers []string) (string, string, error) {
+	route := func(servers []string) (string, string, bool, error) {
 		if len(servers) == 1 {
-			return servers[0], cat.ownURI(servers[0], norm), nil
+			orig, offered := cat.ownURI(servers[0], norm)
+			return servers[0], orig, offered, nil
 		}
 		sorted := append([]string(nil), servers...)
 		sort.Strings(sorted)
-		return "", "", jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+		return "", "", false, jsonrpc.NewError(jsonrpc.CodeInvalidParams,
 			fmt.Sprintf("ambiguous resource %q: servers %s all offer it; read it under its namespaced form (%s) or ask the operator to set resources.namespace", uri, strings.Join(quoteAll(sorted), ", "), namespacedURI(cat.prefix, sorted[0], norm)),
 			map[string]any{"servers": sorted})
 	}
@@ -66,7 +86,7 @@ func (s *Server) routeURI(cat *catalog, principal, uri string) (server, orig str
 		return route(servers)
 	}
 	if seen, ok := s.seen.Get(seenKey{principal, norm}); ok {
-		return seen.server, seen.uri, nil
+		return seen.server, seen.uri, true, nil
 	}
 	if servers := cat.origURIs[norm]; len(servers) > 0 {
 		return route(servers)
@@ -74,7 +94,7 @@ func (s *Server) routeURI(cat *catalog, principal, uri string) (server, orig str
 	if servers := cat.templateServers(norm, false); len(servers) > 0 {
 		return route(servers)
 	}
-	return "", "", invalidParams("unknown resource %q: it is not in resources/list, matches no resource template, and was not in a result you got", uri)
+	return "", "", false, invalidParams("unknown resource %q: it is not in resources/list, matches no resource template, and was not in a result you got", uri)
 }
 
 // templateServers returns, in name order, the servers with a template

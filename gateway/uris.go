@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -60,7 +61,8 @@ func validServerName(s string) bool {
 //   - the scheme and the host in lowercase (§6.2.2.1);
 //   - percent-encodings with uppercase hex digits, and those of unreserved
 //     characters (A-Z a-z 0-9 - . _ ~) decoded (§6.2.2.1, §6.2.2.2); "%2F"
-//     and every other reserved character stay encoded;
+//     and every other reserved character stay encoded (which is why
+//     unsafeURI refuses a made-up URI with "%2F" in its path);
 //   - the dot segments of a path that starts with "/" removed (§6.2.2.3,
 //     §5.2.4), after the decoding, so that %2E%2E is a dot segment too.
 //
@@ -157,6 +159,89 @@ func aclKey(uri string) string {
 	}
 	b.WriteString(n[end:])
 	return b.String()
+}
+
+// A resource URI that a client makes up is forwarded only when the server
+// would read the path the gateway routed and checked: normalization keeps
+// "%2F" encoded (RFC 3986: it is data, not a "/"), so
+// file:///public/..%2Fsecret matches an allow rule for file:///public/*
+// and the template file:///public/{name}, yet a server that decodes its
+// path before using it (Go's url.Parse().Path, Python's unquote) reads
+// /secret. unsafeURI names such a URI's problem:
+//
+//   - a "\", raw or encoded (%5C): WHATWG URL parsers and Windows take it
+//     for "/";
+//   - an encoded "/" (%2F, or encoded again: %252F);
+//   - a "." or ".." segment once the path is percent-decoded as many
+//     times as it holds encodings (%252E%252E), or in an opaque path
+//     (notes:a/../b), which normalization leaves alone.
+//
+// It looks at the authority and the path, which servers map onto names;
+// the query and fragment are the server's to read. A URI its server lists
+// (or showed in a result) is the server's own and is not checked
+// (resources.go): the check costs only made-up URIs that encode a "/" on
+// purpose, such as an RFC 6570 {name} expansion of a value with a "/".
+
+// maxDecodes bounds how many times unsafeURI percent-decodes a path: no
+// real URI is encoded that deep, and each round is a pass over the path.
+const maxDecodes = 8
+
+// unsafeURI returns what makes uri unsafe to forward (client-safe words,
+// quoting nothing of uri), or "" when nothing does.
+func unsafeURI(uri string) string {
+	hier := uri
+	if sch := scheme(uri); sch != "" {
+		hier = uri[len(sch)+1:]
+	}
+	if i := strings.IndexAny(hier, "?#"); i >= 0 {
+		hier = hier[:i]
+	}
+	if strings.IndexByte(hier, '\\') >= 0 {
+		return `its path holds a "\", which some servers take for "/"`
+	}
+	decoded := hier
+	for n := 0; ; n++ {
+		next := percentDecode(decoded)
+		if next == decoded {
+			break
+		}
+		if n == maxDecodes {
+			return fmt.Sprintf("its path is percent-encoded more than %d times", maxDecodes)
+		}
+		decoded = next
+	}
+	switch {
+	case strings.Count(decoded, "/") > strings.Count(hier, "/"):
+		return `its path holds an encoded "/" (%2F), which a server may decode into another path`
+	case strings.IndexByte(decoded, '\\') >= 0:
+		return `its path holds an encoded "\" (%5C), which some servers take for "/"`
+	}
+	for seg := range strings.SplitSeq(decoded, "/") {
+		if seg == "." || seg == ".." {
+			return `its path holds a dot segment ("." or "..") once percent-decoded, which a server may resolve to another path`
+		}
+	}
+	return ""
+}
+
+// percentDecode decodes every percent-encoding of s once, and leaves a "%"
+// that starts none as it is.
+func percentDecode(s string) string {
+	i := strings.IndexByte(s, '%')
+	if i < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 // normalizeAuthority lowercases the host of an authority

@@ -1,6 +1,11 @@
 package gateway
 
-import "testing"
+import (
+	"net/url"
+	"path"
+	"strings"
+	"testing"
+)
 
 func TestNamespacedURI(t *testing.T) {
 	tests := []struct {
@@ -79,20 +84,23 @@ func FuzzNamespacedURI(f *testing.F) {
 func TestNormalizeURI(t *testing.T) {
 	tests := []struct {
 		name, in, want, key string // key "": the same as want
+		// unsafe is in unsafeURI's problem with the normalized URI; ""
+		// when it has none.
+		unsafe string
 	}{
 		// Opaque URIs and URIs without a path to normalize stay as they are.
 		{name: "custom scheme", in: "demo://resource/static/1", want: "demo://resource/static/1"},
 		{name: "file", in: "file:///srv/x", want: "file:///srv/x"},
 		{name: "no path", in: "memo://insights", want: "memo://insights"},
 		{name: "urn", in: "urn:isbn:0451450523", want: "urn:isbn:0451450523"},
-		{name: "urn with dots", in: "urn:x:./a/../b", want: "urn:x:./a/../b"},
+		{name: "urn with dots", in: "urn:x:./a/../b", want: "urn:x:./a/../b", unsafe: "dot segment"},
 		{name: "data", in: "data:text/plain;base64,SGk=", want: "data:text/plain;base64,SGk="},
 		{name: "mailto", in: "mailto:A@Example.COM", want: "mailto:A@Example.COM"},
 		{name: "template", in: "demo://resource/dynamic/text/{resourceId}", want: "demo://resource/dynamic/text/{resourceId}"},
 		{name: "template with operators", in: "file:///{+path}{?q,r}", want: "file:///{+path}{?q,r}"},
 		{name: "empty", in: "", want: ""},
-		{name: "no scheme", in: "a/./b", want: "a/./b"},
-		{name: "no scheme, percent", in: "a%7eb%2f", want: "a~b%2F"},
+		{name: "no scheme", in: "a/./b", want: "a/./b", unsafe: "dot segment"},
+		{name: "no scheme, percent", in: "a%7eb%2f", want: "a~b%2F", unsafe: `encoded "/"`},
 		{name: "no scheme, no scheme made", in: "A0%2e:0%2e", want: "A0%2E:0."},
 		// Case of scheme and host.
 		{name: "scheme case", in: "FILE:///Srv/X", want: "file:///Srv/X"},
@@ -100,9 +108,9 @@ func TestNormalizeURI(t *testing.T) {
 		{name: "custom host case", in: "demo://RESOURCE/Static", want: "demo://resource/Static"},
 		{name: "ip literal", in: "http://[FE80::1]:80/", want: "http://[fe80::1]:80/", key: "http://[fe80::1]:80"},
 		// Percent-encodings.
-		{name: "hex case", in: "file:///a%2fb%c3%a9", want: "file:///a%2Fb%C3%A9"},
+		{name: "hex case", in: "file:///a%2fb%c3%a9", want: "file:///a%2Fb%C3%A9", unsafe: `encoded "/"`},
 		{name: "unreserved decoded", in: "file:///%73ecret/%7Euser/%2D%2E%5F", want: "file:///secret/~user/-._"},
-		{name: "reserved kept", in: "file:///a%2Fb%3Fc%23d%25", want: "file:///a%2Fb%3Fc%23d%25"},
+		{name: "reserved kept", in: "file:///a%2Fb%3Fc%23d%25", want: "file:///a%2Fb%3Fc%23d%25", unsafe: `encoded "/"`},
 		{name: "host percent", in: "demo://%41B%43/x", want: "demo://abc/x"},
 		{name: "query and fragment", in: "x://h/p?a=%7e%2f#%7E", want: "x://h/p?a=~%2F#~"},
 		{name: "stray percent", in: "file:///100%/x%", want: "file:///100%25/x%25"},
@@ -119,8 +127,8 @@ func TestNormalizeURI(t *testing.T) {
 		{name: "dots in names", in: "file:///a/.b/..c/...", want: "file:///a/.b/..c/..."},
 		{name: "dot in query", in: "x://h/a?b/../c", want: "x://h/a?b/../c"},
 		{name: "no authority", in: "file:/a/./b", want: "file:/a/b"},
-		{name: "no authority, path left with //", in: "file:/.//x", want: "file:/.//x", key: "file:/x"},
-		{name: "no authority, dot dot to //", in: "file:/a/..//x", want: "file:/.//x", key: "file:/x"},
+		{name: "no authority, path left with //", in: "file:/.//x", want: "file:/.//x", key: "file:/x", unsafe: "dot segment"},
+		{name: "no authority, dot dot to //", in: "file:/a/..//x", want: "file:/.//x", key: "file:/x", unsafe: "dot segment"},
 		// Repeated and trailing slashes: not RFC equivalences, only
 		// the key drops them.
 		{name: "double slash", in: "file:///secret//key", want: "file:///secret//key", key: "file:///secret/key"},
@@ -130,6 +138,26 @@ func TestNormalizeURI(t *testing.T) {
 		{name: "root", in: "demo://x/", want: "demo://x/", key: "demo://x"},
 		{name: "slashes before the query", in: "demo://x/a//?q=//", want: "demo://x/a//?q=//", key: "demo://x/a?q=//"},
 		{name: "namespaced form", in: "mcp+files+file:///a/./b", want: "mcp+files+file:///a/b"},
+		// What a server could decode into another path: refused unless
+		// listed (unsafeURI).
+		{name: "encoded slash", in: "file:///public/..%2Fsecret%2Fkey", want: "file:///public/..%2Fsecret%2Fkey", unsafe: `encoded "/"`},
+		{name: "encoded slash, no dots", in: "file:///public/a%2fb", want: "file:///public/a%2Fb", unsafe: `encoded "/"`},
+		{name: "encoded slash encoded again", in: "file:///public/..%252Fsecret", want: "file:///public/..%252Fsecret", unsafe: `encoded "/"`},
+		{name: "encoded dots encoded again", in: "file:///public/%252E%252E/secret", want: "file:///public/%252E%252E/secret", unsafe: "dot segment"},
+		{name: "encoded dots encoded three times", in: "file:///p/%25252e%25252E/s", want: "file:///p/%25252e%25252E/s", unsafe: "dot segment"},
+		{name: "encoded backslash", in: "file:///public/..%5csecret", want: "file:///public/..%5Csecret", unsafe: `encoded "\"`},
+		{name: "backslash", in: "file:///public/..\\secret", want: "file:///public/..\\secret", unsafe: `a "\"`},
+		{name: "backslash, no dots", in: "file:///public\\secret", want: "file:///public\\secret", unsafe: `a "\"`},
+		{name: "encoded slash in the authority", in: "memo://..%2Fsecret", want: "memo://..%2Fsecret", unsafe: `encoded "/"`},
+		{name: "dot dot authority", in: "memo://../x", want: "memo://../x", unsafe: "dot segment"},
+		{name: "dot dot in an opaque path", in: "notes:public/../secret", want: "notes:public/../secret", unsafe: "dot segment"},
+		{name: "encoded dot dot in an opaque path", in: "notes:public/%2e%2E/secret", want: "notes:public/../secret", unsafe: "dot segment"},
+		{name: "encoded slash in the namespaced form", in: "MCP+files+file:///a/..%2Fb", want: "mcp+files+file:///a/..%2Fb", unsafe: `encoded "/"`},
+		{name: "encoded slash in the query", in: "file:///a?p=..%2F..%5C", want: "file:///a?p=..%2F..%5C"},
+		{name: "encoded slash in the fragment", in: "file:///a#..%2F", want: "file:///a#..%2F"},
+		{name: "encoded percent", in: "file:///100%25/%2541", want: "file:///100%25/%2541"},
+		{name: "encoded nine times", in: "file:///%" + strings.Repeat("25", 8) + "41", want: "file:///%" + strings.Repeat("25", 8) + "41", unsafe: "more than 8 times"},
+		{name: "encoded eight times", in: "file:///%" + strings.Repeat("25", 7) + "41", want: "file:///%" + strings.Repeat("25", 7) + "41"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,6 +171,10 @@ func TestNormalizeURI(t *testing.T) {
 			if got := aclKey(tt.in); got != key {
 				t.Errorf("aclKey(%q) = %q, want %q", tt.in, got, key)
 			}
+			got := unsafeURI(tt.want)
+			if tt.unsafe == "" && got != "" || !strings.Contains(got, tt.unsafe) {
+				t.Errorf("unsafeURI(%q) = %q, want %q", tt.want, got, tt.unsafe)
+			}
 		})
 	}
 }
@@ -154,6 +186,7 @@ func FuzzNormalizeURI(f *testing.F) {
 	for _, s := range []string{
 		"file:///secret/./key", "mcp+files+FILE:///a//b/", "demo://RESOURCE/%7e/../x", "file:/.//x",
 		"http://[FE80::1]:80/a?b#c", "urn:x:%41", "%%34%31", "x://h/%2E%2E/%2e/", "", "a:", "a://", "a:/..//",
+		"file:///public/..%2Fsecret%2Fkey", "file:///p/%252E%252E/s", "file:///p/..%5Cs", "memo://..%2F",
 	} {
 		f.Add(s)
 	}
@@ -172,5 +205,54 @@ func FuzzNormalizeURI(f *testing.F) {
 		if sch := scheme(uri); sch != scheme(n) || sch != scheme(k) {
 			t.Fatalf("the scheme of %q changed: %q, %q, %q", uri, sch, scheme(n), scheme(k))
 		}
+		if unsafeURI(n) == "" {
+			checkDecodedPrefixes(t, n)
+		}
 	})
+}
+
+// checkDecodedPrefixes checks, for a URI that unsafeURI lets through,
+// what makes allow rules hold: a server that percent-decodes its path
+// (with net/url, as many times as it decodes) and resolves it (path.Clean)
+// reads a path under every prefix of it that ends in "/", decoded and
+// resolved alike. So a rule for file:///public/* covers what the server
+// reads of any such URI it matches.
+func checkDecodedPrefixes(t *testing.T, uri string) {
+	hier := uri
+	if sch := scheme(uri); sch != "" {
+		hier = uri[len(sch)+1:]
+	}
+	if i := strings.IndexAny(hier, "?#"); i >= 0 {
+		hier = hier[:i]
+	}
+	// The decodings of the whole path that net/url accepts.
+	levels := []string{hier}
+	for {
+		next, err := url.PathUnescape(levels[len(levels)-1])
+		if err != nil || next == levels[len(levels)-1] {
+			break
+		}
+		levels = append(levels, next)
+	}
+	full := levels[len(levels)-1]
+	if strings.ContainsRune(full, '\\') || strings.Count(full, "/") != strings.Count(hier, "/") {
+		t.Fatalf("unsafeURI let %q through, which decodes to %q", uri, full)
+	}
+	resolved := path.Clean(full) + "/"
+	for i := 0; i < len(hier); i++ {
+		if hier[i] != '/' {
+			continue
+		}
+		prefix := hier[:i+1]
+		for range len(levels) - 1 {
+			var err error
+			if prefix, err = url.PathUnescape(prefix); err != nil {
+				t.Fatalf("%q decodes but its prefix %q does not: %v", hier, hier[:i+1], err)
+			}
+		}
+		want := strings.TrimSuffix(path.Clean(prefix), "/") + "/"
+		if !strings.HasPrefix(resolved, want) {
+			t.Fatalf("unsafeURI let %q through: a server reads %q, outside %q (of %q)", uri, resolved, want, hier[:i+1])
+		}
+	}
 }

@@ -278,7 +278,7 @@ func checkAliases(t *testing.T, g *gateway, alice *mcp.ClientSession) {
 			}
 		}
 	}
-	for _, form := range []string{"", "mcp+alpha+", "mcp+beta+"} {
+	for _, form := range []string{"", "mcp+alpha+", "MCP+Beta+"} {
 		for _, spelling := range []string{
 			"demo://files/x/..%2Fsecret",
 			"demo://files/x%2F..%2Fsecret",

@@ -149,11 +149,13 @@ func (a *acl) allows(principal string, groups []string, kind itemKind, server, n
 // server's own spelling, or the normalized URI: resources.go) on every
 // server, so an allow rule grants nothing more through it. The others
 // may name another resource (a//b on a server that tells it from a/b, a
-// server's listed ../ spelling), so only a deny is widened to them. A URI
-// the client makes up cannot reach a path other than the one the rules
-// were matched against: one a server could decode into another path (%2F,
-// %5C, dot segments encoded twice) is refused before any rule is asked
-// (unsafeURI). The gateway cannot know a server's own
+// server's listed ../ spelling), so only a deny is widened to them. A
+// server's own URI that reads as namespaced (mcp+notes+x listed by files)
+// would, bare, match the rules written for another server's: only a deny
+// sees it bare. A URI the client makes up cannot reach a path other than
+// the one the rules were matched against: one a server could decode into
+// another path (%2F, %5C, dot segments encoded twice) is refused before
+// any rule is asked (unsafeURI). The gateway cannot know a server's own
 // aliases (a case-insensitive path, a symlink, a URI it lists with %2F in
 // it): a deny rule does not see them, which is why allow rules are the
 // safe form for resources. Literal patterns are normalized when the rules
@@ -163,18 +165,25 @@ func (a *acl) allows(principal string, groups []string, kind itemKind, server, n
 // resourceForms are the forms of one server's resource or template that
 // a rule's resource patterns are matched against.
 type resourceForms struct {
-	all  [2]string // normalized, bare and namespaced: every rule
-	deny [4]string // own and aclKey's, bare and namespaced: deny rules too
+	all [2]string // normalized, bare and namespaced: every rule
+	// own and aclKey's, bare and namespaced, and the normalized bare
+	// form, which all lacks for a look-alike: deny rules too
+	deny [5]string
 }
 
 // formsOf returns the forms of server's resource own (the URI it is read
 // under upstream, or a template), prefix being that of namespaced URIs.
 func formsOf(prefix, server, own string) *resourceForms {
 	norm, key := normalizeURI(own), aclKey(own)
-	return &resourceForms{
-		all:  [2]string{norm, namespacedURI(prefix, server, norm)},
-		deny: [4]string{own, namespacedURI(prefix, server, own), key, namespacedURI(prefix, server, key)},
+	ns := normalizeURI(namespacedURI(prefix, server, own))
+	f := &resourceForms{
+		all:  [2]string{norm, ns},
+		deny: [5]string{own, namespacedURI(prefix, server, own), key, namespacedURI(prefix, server, key), norm},
 	}
+	if _, _, ok := splitNamespaced(prefix, own); ok {
+		f.all[0] = ns // bare, it reads as another server's
+	}
+	return f
 }
 
 // allowsResource reports whether the caller may use server's resource

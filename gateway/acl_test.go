@@ -753,7 +753,8 @@ func BenchmarkToolsListACL(b *testing.B) {
 
 // A deny rule on a resource holds however the client spells the URI: in
 // the namespaced or the server's own form (whichever form the rule is
-// written in and whichever the server is listed under), with dot segments, repeated or trailing slashes,
+// written in and whichever the server is listed under, the prefix and
+// server in any case), with dot segments, repeated or trailing slashes,
 // another case of scheme or host, or percent-encoded unreserved
 // characters. A spelling that a server could decode into another path
 // (an encoded "/" or "\", a "\", dot segments encoded twice) is refused
@@ -816,6 +817,11 @@ func TestACL_ResourceSpellings(t *testing.T) {
 		{uri: "mcp+notes+file:///notes/n1"},
 		{uri: "mcp+notes+file:///notes//n1"},
 		{uri: "mcp+notes+file:///notes/./n1/"},
+		// The prefix and the server are part of the scheme: any case.
+		{uri: "MCP+files+file:///secret/key"},
+		{uri: "Mcp+Notes+memo://secret"},
+		{uri: "MCP+NOTES+MEMO://SECRET"},
+		{uri: "mcp+NOTES+file:///notes/n1"},
 		// Spellings a server would decode into the denied path.
 		{uri: "file:///secret%2Fkey", invalid: `encoded "/"`},
 		{uri: "file:///secret%2fkey", invalid: `encoded "/"`},
@@ -828,6 +834,7 @@ func TestACL_ResourceSpellings(t *testing.T) {
 		{uri: "file:///docs/..\\secret\\key", invalid: `"\"`},
 		{uri: "file:///secret\\key", invalid: `"\"`},
 		{uri: "mcp+files+file:///docs/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
+		{uri: "MCP+FILES+file:///docs/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
 		{uri: "memo://..%2Fsecret", invalid: `encoded "/"`},
 		{uri: "mcp+notes+memo://%252E%252E", invalid: "dot segment"},
 		// Allowed, normalized on the way.
@@ -841,6 +848,7 @@ func TestACL_ResourceSpellings(t *testing.T) {
 		{uri: "file:///docs/a.md/", server: "files", forward: "file:///docs/a.md/"},
 		{uri: "mcp+notes+memo://public", server: "notes", forward: "memo://public"},
 		{uri: "mcp+notes+memo://PUBLIC", server: "notes", forward: "memo://public"},
+		{uri: "Mcp+Notes+memo://public", server: "notes", forward: "memo://public"},
 		// A URI the server lists is its own, encoded slash and all; one
 		// it does not list is refused.
 		{uri: "file:///docs/x%2Fy", server: "files", forward: "file:///docs/x%2Fy"},
@@ -929,6 +937,7 @@ func TestACL_AllowRuleSpellings(t *testing.T) {
 		{uri: "file:///public/..%5Csecret", invalid: `"\"`},
 		{uri: "file:///public/..\\secret", invalid: `"\"`},
 		{uri: "mcp+files+file:///public/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
+		{uri: "MCP+FILES+FILE:///public/..%2Fsecret%2Fkey", invalid: `encoded "/"`},
 		// A name with a slash, encoded as RFC 6570 expands {name}: the
 		// server would read file:///public/a/b. It is refused too.
 		{uri: "file:///public/a%2Fb", invalid: `encoded "/"`},
@@ -965,6 +974,51 @@ func TestACL_AllowRuleSpellings(t *testing.T) {
 		assertCode(t, err, jsonrpc.CodeInvalidParams, `encoded "/"`)
 		if got := u.recorded(); len(got) != 0 {
 			t.Errorf("%s: a refused request reached the server: %q", req.Method, got)
+		}
+	}
+}
+
+// An allow rule written for one server's namespaced URIs covers none of
+// another server's own URIs that merely look like them, in any case; a
+// deny rule covers them too.
+func TestACL_NamespacedLookalike(t *testing.T) {
+	var u uriServer
+	servers := func() *upstreamtest.Manager {
+		return upstreamtest.NewManager(
+			u.server("files", []string{"mcp+notes+memo://secret", "MCP+Notes+memo://other", "MCP+Notes+memo://dir/", "file:///a"}, []string{"Mcp+notes+memo://{id}"}),
+			u.server("notes", []string{"memo://public"}, nil),
+		)
+	}
+	denied := newCore(t, servers(), Options{
+		Servers: []config.Server{{Name: "files"}, {Name: "notes"}},
+		ACL: config.ACL{Rules: []config.ACLRule{
+			{Effect: config.ACLAllow, Servers: []string{"*"}},
+			{Effect: config.ACLDeny, Principals: []string{"bob"}, Resources: []string{"mcp+notes+memo://secret", "mcp+notes+memo://other", "mcp+notes+memo://dir/*", "mcp+notes+memo://{id}"}},
+		}},
+	})
+	if names, _ := listAll(t, denied, bob, "resources/list"); !slices.Equal(names, []string{"file:///a", "mcp+notes+memo://public"}) {
+		t.Errorf("bob's resources/list under the deny rule = %q, want file:///a and mcp+notes+memo://public", names)
+	}
+	s := newCore(t, servers(), Options{
+		Servers: []config.Server{{Name: "files"}, {Name: "notes"}}, // files bare, notes namespaced
+		ACL: config.ACL{Rules: []config.ACLRule{
+			{Effect: config.ACLAllow, Principals: []string{"bob"}, Resources: []string{"mcp+notes+*"}},
+		}},
+	})
+	names, _ := listAll(t, s, bob, "resources/list")
+	if want := []string{"mcp+notes+memo://public"}; !slices.Equal(names, want) {
+		t.Errorf("bob's resources/list = %q, want %q", names, want)
+	}
+	names, _ = listAll(t, s, bob, "resources/templates/list")
+	if len(names) != 0 {
+		t.Errorf("bob's resources/templates/list = %q, want none", names)
+	}
+	for _, uri := range []string{"mcp+files+mcp+notes+memo://secret", "mcp+files+MCP+Notes+memo://other", "mcp+files+MCP+Notes+memo://dir/", "mcp+files+Mcp+notes+memo://x"} {
+		u.reset()
+		_, err := s.Handle(context.Background(), as(bob, "resources/read", fmt.Sprintf(`{"uri":%q}`, uri)))
+		assertCode(t, err, CodeForbidden, "is not allowed")
+		if got := u.recorded(); len(got) != 0 {
+			t.Errorf("reading %s reached the servers: %q", uri, got)
 		}
 	}
 }

@@ -316,13 +316,14 @@ func (c *catalog) exposeURI(server, uri string) string {
 
 // exposedNamespaced reports whether server's URI (or template) uri is
 // exposed namespaced: every one of a server whose URIs are namespaced,
-// and, of any server, one that is itself in the namespaced form, which
-// shown as it is would read as another server's.
+// and, of any server, one that is itself in the namespaced form in any
+// spelling (MCP+Files+x), which shown as it is would read as another
+// server's.
 func (c *catalog) exposedNamespaced(server, uri string) bool {
 	if c.namespaced[server] {
 		return true
 	}
-	_, _, ok := parseNamespaced(c.prefix, uri)
+	_, _, ok := splitNamespaced(c.prefix, uri)
 	return ok
 }
 

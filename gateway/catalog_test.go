@@ -317,6 +317,10 @@ func TestCatalog_ResourceRouting(t *testing.T) {
 		{"template", config.NamespaceAuto, "tmpl://a/42", "a", "", "tmpl://a/42"},
 		{"unknown", config.NamespaceAuto, "zzz://nope", "", `unknown resource "zzz://nope"`, ""},
 		{"unknown server in namespaced form", config.NamespaceAuto, "mcp+zz+demo://same", "", `no server named "zz"`, ""},
+		{"namespaced form, prefix and server in any case", config.NamespaceAuto, "MCP+B+demo://same", "b", "", "mcp+b+demo://same"},
+		{"namespaced form of a bare server, any case", config.NamespaceAuto, "Mcp+a+DEMO://same", "a", "", "demo://same"},
+		{"namespaced form with an encoded scheme letter", config.NamespaceAuto, "mcp+b+demo://%73ame", "b", "", "mcp+b+demo://same"},
+		{"unknown server in namespaced form, any case", config.NamespaceAuto, "MCP+ZZ+demo://same", "", `no server named "zz"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -712,7 +716,9 @@ func TestCatalog_SeenBeforeNamespacedListing(t *testing.T) {
 // Every resource and resource template the gateway lists can be read
 // (a template: an expansion of it) and completed in exactly the form it
 // is listed in, and reaches the server that listed it under the server's
-// own URI, when two servers share a scheme and even a template.
+// own URI, when two servers share a scheme and even a template. A listed
+// URI that reads as namespaced (the prefix and server in any case) names
+// the server that listed it.
 func TestCatalog_ListedFormsWork(t *testing.T) {
 	const tmpl = "demo://resource/dynamic/text/{resourceId}"
 	tests := []struct {
@@ -730,12 +736,18 @@ func TestCatalog_ListedFormsWork(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var u uriServer
 			m := upstreamtest.NewManager(
-				// mcp+b+demo://x is a's own URI, whatever it looks like.
-				u.server("a", []string{"demo://resource/static/1", "demo://resource/static/a", "mcp+b+demo://x"}, []string{tmpl, "a-only://{x}"}),
+				// mcp+b+demo://x and MCP+B+demo://y are a's own URIs,
+				// whatever they look like.
+				u.server("a", []string{"demo://resource/static/1", "demo://resource/static/a", "mcp+b+demo://x", "MCP+B+demo://y"}, []string{tmpl, "a-only://{x}", "Mcp+b+demo://{x}"}),
 				u.server("b", []string{"demo://resource/static/1"}, []string{tmpl}),
 			)
 			s := newCore(t, m, Options{Servers: tt.servers, Resources: config.Resources{Namespace: tt.global}})
 			resources, templates := listItems(t, s)
+			for _, it := range append(append([]listedItem(nil), resources...), templates...) {
+				if l := strings.ToLower(it.listed); strings.HasPrefix(l, "mcp+") && !strings.HasPrefix(l, "mcp+"+it.server+"+") {
+					t.Errorf("%s of server %s is listed as %s, which reads as another server's", it.own, it.server, it.listed)
+				}
+			}
 			seen := map[string]int{}
 			for _, it := range resources {
 				uri := it.listed
@@ -769,7 +781,7 @@ func TestCatalog_ListedFormsWork(t *testing.T) {
 				u.reset()
 				if _, err := s.Handle(context.Background(), &Request{Method: "resources/read", Principal: Anonymous, Params: json.RawMessage(fmt.Sprintf(`{"uri":%q}`, uri))}); err != nil {
 					t.Errorf("reading %s of listed template %s: %v", uri, lt, err)
-				} else if want := []string{it.server + " resources/read " + expand.Replace(it.own)}; !cmp.Equal(want, u.recorded()) {
+				} else if want := []string{it.server + " resources/read " + normalizeURI(expand.Replace(it.own))}; !cmp.Equal(want, u.recorded()) {
 					t.Errorf("reading %s of listed template %s reached %q, want %q", uri, lt, u.recorded(), want)
 				}
 			}
@@ -778,8 +790,8 @@ func TestCatalog_ListedFormsWork(t *testing.T) {
 					t.Errorf("%s is listed %d times", uri, n)
 				}
 			}
-			if len(resources) != 4 || len(templates) != 3 {
-				t.Errorf("listed %q and %q, want 4 resources and 3 templates", resources, templates)
+			if len(resources) != 5 || len(templates) != 4 {
+				t.Errorf("listed %q and %q, want 5 resources and 4 templates", resources, templates)
 			}
 		})
 	}

@@ -18,7 +18,8 @@ import (
 // Resource routing. A client names a resource by the URI it was shown,
 // which is normalized first (normalizeURI: FILE:///a/./b is file:///a/b):
 //
-//	mcp+files+file:///a  namespaced: the server is in the URI
+//	mcp+files+file:///a  namespaced: the server is in the URI (the prefix
+//	                     and server in any case: splitNamespaced)
 //	file:///a            bare: found by, in order,
 //	                       1. the servers that list it bare,
 //	                       2. the servers that list a template it matches
@@ -60,7 +61,7 @@ func (s *Server) routeURI(cat *catalog, principal, uri string) (server, orig str
 // findURI is routeURI's search; offered says whether orig is one the
 // server gave: listed, or shown in a result to this principal.
 func (s *Server) findURI(cat *catalog, principal, uri string) (server, orig string, offered bool, err error) {
-	if server, inner, ok := parseNamespaced(cat.prefix, uri); ok {
+	if server, inner, ok := splitNamespaced(cat.prefix, uri); ok {
 		if _, known := cat.namespaced[server]; !known {
 			return "", "", false, invalidParams("unknown resource %q: no server named %q is behind this gateway", uri, server)
 		}
@@ -136,7 +137,7 @@ func (s *Server) routeTemplate(cat *catalog, uri string) (server, orig string, e
 		}
 		return exact, own
 	}
-	if server, inner, ok := parseNamespaced(cat.prefix, uri); ok {
+	if server, inner, ok := splitNamespaced(cat.prefix, uri); ok {
 		if _, known := cat.namespaced[server]; !known {
 			return "", "", invalidParams("unknown resource template %q: no server named %q is behind this gateway", uri, server)
 		}

@@ -16,24 +16,47 @@ import (
 // original URI, byte for byte. It is itself a URI whose scheme
 // ("mcp+files+file") is valid, because the prefix starts with a letter.
 // Templates are namespaced the same way and stay templates.
+//
+// The prefix and the server are part of the scheme, which is
+// case-insensitive (RFC 3986 §3.1): MCP+Files+file:///a names the files
+// server as mcp+files+file:///a does. Whether a URI is namespaced is
+// decided on its normalized form (splitNamespaced), so that no spelling
+// of a URI routes elsewhere than another, and a server's own URI that
+// reads as namespaced in any spelling is itself listed namespaced
+// (catalog.exposedNamespaced).
 
 // namespacedURI returns the exposed form of a server's URI.
 func namespacedURI(prefix, server, uri string) string {
 	return prefix + "+" + server + "+" + uri
 }
 
-// parseNamespaced splits an exposed namespaced URI into server and original
+// parseNamespaced splits a URI in the namespaced form, the prefix and the
+// server in any case, into the server (in lowercase) and the original
 // URI. ok is false when uri is not in the namespaced form.
 func parseNamespaced(prefix, uri string) (server, orig string, ok bool) {
-	rest, ok := strings.CutPrefix(uri, prefix+"+")
-	if !ok {
+	if len(uri) <= len(prefix) || !strings.EqualFold(uri[:len(prefix)], prefix) || uri[len(prefix)] != '+' {
 		return "", "", false
 	}
-	server, orig, ok = strings.Cut(rest, "+")
+	server, orig, ok = strings.Cut(uri[len(prefix)+1:], "+")
+	server = strings.ToLower(server)
 	if !ok || server == "" || !validServerName(server) {
 		return "", "", false
 	}
 	return server, orig, true
+}
+
+// splitNamespaced is parseNamespaced of uri in any spelling: uri is in the
+// namespaced form when its normalized form is. orig is then the original
+// URI as uri spells it, when uri starts with the prefix and server in
+// some case; else (a URI without a ":" whose prefix or server
+// percent-encodes a letter) as the normalized form spells it.
+func splitNamespaced(prefix, uri string) (server, orig string, ok bool) {
+	if server, orig, ok = parseNamespaced(prefix, uri); ok {
+		// Normalizing changes no letter and no "+" of a URI's scheme
+		// but its case, so the normalized form is namespaced too.
+		return server, orig, true
+	}
+	return parseNamespaced(prefix, normalizeURI(uri))
 }
 
 func validServerName(s string) bool {

@@ -24,7 +24,17 @@ func TestNamespacedURI(t *testing.T) {
 			t.Errorf("round trip of (%q, %q) via %q gave (%q, %q, %v)", tt.server, tt.uri, e, s, o, ok)
 		}
 	}
-	for _, bad := range []string{"file:///a", "mcp+file:///a", "mcp+UPPER+x", "mcp++x", "mcpx+a+b"} {
+	// The prefix and the server are part of a scheme: any case.
+	for in, want := range map[string][2]string{
+		"mcp+UPPER+x":            {"upper", "x"},
+		"MCP+files+FILE:///a":    {"files", "FILE:///a"},
+		"Mcp+Git-2+git+ssh://h/": {"git-2", "git+ssh://h/"},
+	} {
+		if s, o, ok := parseNamespaced("mcp", in); !ok || s != want[0] || o != want[1] {
+			t.Errorf("parseNamespaced(%q) = %q, %q, %v; want %q, %q", in, s, o, ok, want[0], want[1])
+		}
+	}
+	for _, bad := range []string{"file:///a", "mcp+file:///a", "mcp++x", "mcpx+a+b", "mcp+a_b+x", "mcp", "mcp+", "MCP+", "mc"} {
 		if s, o, ok := parseNamespaced("mcp", bad); ok {
 			t.Errorf("parseNamespaced(%q) = %q, %q; want not namespaced", bad, s, o)
 		}
@@ -68,15 +78,27 @@ func TestTemplateMatch(t *testing.T) {
 	}
 }
 
+// FuzzNamespacedURI checks that the namespaced form round-trips with the
+// prefix and server in any case, and that whether a URI is namespaced,
+// and whose, depends on its normalized form only.
 func FuzzNamespacedURI(f *testing.F) {
-	f.Add("files", "file:///a")
-	f.Fuzz(func(t *testing.T, server, uri string) {
-		if server == "" || !validServerName(server) {
-			return
+	f.Add("files", "file:///a", "MCP+Files+FILE:///a")
+	f.Add("x", "mcp+y+z", "mcp+fil%65s+foo")
+	f.Fuzz(func(t *testing.T, server, uri, any string) {
+		if server != "" && validServerName(server) {
+			for _, p := range []string{"mcp", "MCP", "Mcp"} {
+				e := namespacedURI(p, strings.ToUpper(server), uri)
+				s, o, ok := splitNamespaced("mcp", e)
+				if !ok || s != server || o != uri {
+					t.Fatalf("(%q, %q) did not round-trip via %q: %q %q %v", server, uri, e, s, o, ok)
+				}
+			}
 		}
-		s, o, ok := parseNamespaced("mcp", namespacedURI("mcp", server, uri))
-		if !ok || s != server || o != uri {
-			t.Fatalf("(%q, %q) did not round-trip: %q %q %v", server, uri, s, o, ok)
+		s1, _, ok1 := splitNamespaced("mcp", any)
+		s2, _, ok2 := parseNamespaced("mcp", normalizeURI(any))
+		s3, _, ok3 := splitNamespaced("mcp", normalizeURI(any))
+		if ok1 != ok2 || s1 != s2 || ok1 != ok3 || s1 != s3 {
+			t.Fatalf("%q: split as (%q, %v), its normalized form %q as (%q, %v) and (%q, %v)", any, s1, ok1, normalizeURI(any), s2, ok2, s3, ok3)
 		}
 	})
 }

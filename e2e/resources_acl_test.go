@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -303,5 +304,61 @@ func checkAliases(t *testing.T, g *gateway, alice *mcp.ClientSession) {
 	}
 	if want := "beta:file /secret"; len(res.Contents) != 1 || res.Contents[0].Text != want || res.Contents[0].URI != "mcp+beta+demo://files/secret" {
 		t.Errorf("alice reading an alias gave %q, want %q from the normalized URI mcp+beta+demo://files/secret", texts(res), want)
+	}
+}
+
+// TestResources_ReloadOrder reloads the config with its servers reordered,
+// one removed and one added back first, and checks after each reload that
+// the listing is the one a gateway started on that file shows: which
+// server keeps its URIs bare follows the file in effect, not the one the
+// gateway started with.
+func TestResources_ReloadOrder(t *testing.T) {
+	urls := map[string]string{
+		"alpha": startResourceServer(t, "alpha", true).URL,
+		"beta":  startResourceServer(t, "beta", true).URL,
+	}
+	config := func(order ...string) string {
+		c := fmt.Sprintf("auth:\n  api_keys:\n    - {principal: alice, key_sha256: %q}\nservers:\n", hashToken(resAliceKey))
+		for _, name := range order {
+			c += fmt.Sprintf("  - {name: %s, transport: http, url: %s}\n", name, urls[name])
+		}
+		return c
+	}
+	dir := t.TempDir()
+	g := startGatewayIn(t, dir, config("alpha", "beta"))
+	g.waitState(t, "alpha", "running")
+	g.waitState(t, "beta", "running")
+	alice := dialKey(t, g, resAliceKey)
+	if got := listResources(t, alice); !slices.Contains(got.Resources, "demo://resource/static/1") || !slices.Contains(got.Resources, "mcp+beta+demo://resource/static/1") {
+		t.Fatalf("listing at start = %v, want alpha bare and beta namespaced", got)
+	}
+	path := dir + "/mcpgw.yaml"
+	head, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, _, _ := strings.Cut(string(head), "auth:\n")
+	for _, order := range [][]string{{"beta", "alpha"}, {"beta"}, {"alpha", "beta"}} {
+		t.Run(strings.Join(order, ","), func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(settings+config(order...)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if status, body := g.adminDo(t, "POST", "/admin/reload", g.Admin, ""); status != http.StatusOK {
+				t.Fatalf("POST /admin/reload = %d %s", status, body)
+			}
+			for _, name := range order {
+				g.waitState(t, name, "running")
+			}
+			got := listResources(t, alice)
+
+			fresh := startGateway(t, baseEnv(), config(order...))
+			for _, name := range order {
+				fresh.waitState(t, name, "running")
+			}
+			want := listResources(t, dialKey(t, fresh, resAliceKey))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("listing after the reload (-fresh start +reloaded):\n%s\ngateway log:\n%s", diff, g.Stderr())
+			}
+		})
 	}
 }

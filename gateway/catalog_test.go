@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -792,6 +793,63 @@ func TestCatalog_ListedFormsWork(t *testing.T) {
 			}
 			if len(resources) != 5 || len(templates) != 4 {
 				t.Errorf("listed %q and %q, want 5 resources and 4 templates", resources, templates)
+			}
+		})
+	}
+}
+
+// A reload that reorders, removes or adds servers (SetServerOrder after
+// the upstreams changed) lists what a core started on the new config
+// lists: which server keeps its URIs bare follows the new order.
+func TestCatalog_ServerOrderAfterReload(t *testing.T) {
+	var u uriServer
+	server := func(name string) *upstreamtest.Server {
+		return u.server(name, []string{"demo://same", name + "://own"}, []string{"demo://t/{id}"})
+	}
+	configOf := func(order []string) []config.Server {
+		var out []config.Server
+		for _, name := range order {
+			out = append(out, config.Server{Name: name})
+		}
+		return out
+	}
+	m := upstreamtest.NewManager(server("a"), server("b"))
+	s := newCore(t, m, Options{Servers: configOf([]string{"a", "b"})})
+	running := map[string]bool{"a": true, "b": true}
+	for _, order := range [][]string{{"b", "a"}, {"a"}, {"c", "a"}, {"a", "c", "b"}} {
+		t.Run(strings.Join(order, ","), func(t *testing.T) {
+			// What a reload does: the upstreams change, then the order.
+			want := map[string]bool{}
+			for _, name := range order {
+				want[name] = true
+				if !running[name] {
+					m.Set(server(name))
+				}
+			}
+			for name := range running {
+				if !want[name] {
+					m.Remove(name)
+				}
+			}
+			running = want
+			s.SetServerOrder(order)
+
+			var ups []*upstreamtest.Server
+			for _, name := range order {
+				ups = append(ups, server(name))
+			}
+			fresh := newCore(t, upstreamtest.NewManager(ups...), Options{Servers: configOf(order)})
+			wantRes, wantTmpls := listURIs(t, fresh)
+			gotRes, gotTmpls := listURIs(t, s)
+			if diff := cmp.Diff(wantRes, gotRes); diff != "" {
+				t.Errorf("resources/list after the reload (-fresh start +reloaded):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantTmpls, gotTmpls); diff != "" {
+				t.Errorf("resources/templates/list after the reload (-fresh start +reloaded):\n%s", diff)
+			}
+			// The first of the order keeps its URIs bare.
+			if bare := "demo://same"; !slices.Contains(gotRes, bare) || !slices.Contains(gotRes, order[0]+"://own") {
+				t.Errorf("resources/list = %q, want %s's URIs bare", gotRes, order[0])
 			}
 		})
 	}

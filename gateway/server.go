@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,7 +76,8 @@ type Options struct {
 	// prefix mode, resource namespace, tool options and timeout. A server
 	// the upstreams report that is not here gets the gateway's settings.
 	// Their order, then the names of the other servers, is the order
-	// that resource namespace auto follows (config.NamespaceAuto).
+	// that resource namespace auto follows (config.NamespaceAuto), until
+	// SetServerOrder replaces it.
 	Servers []config.Server
 	// Naming sets how tool and prompt names are exposed. Zero fields take
 	// the config defaults (prefix mode always, "mcp", "__", 64).
@@ -151,6 +153,7 @@ type Server struct {
 	rebuildMu sync.Mutex // serializes rebuilds; guards the fields below
 	seqs      map[string]map[naming.Ref]uint64
 	nextSeq   uint64
+	order     []string        // the config file's servers, in its order (SetServerOrder)
 	reported  map[string]bool // problems already logged
 	stopWatch func()
 
@@ -327,6 +330,7 @@ func New(opts Options) (*Server, error) {
 	}
 	for _, sc := range opts.Servers {
 		s.settings[sc.Name] = s.settingsFor(sc)
+		s.order = append(s.order, sc.Name)
 	}
 	serverInfo, _ := json.Marshal(map[string]string{"name": opts.Name, "version": opts.Version})
 	s.anonInfo = Info{
@@ -496,6 +500,18 @@ func (s *Server) onEvent(ev upstream.Event) {
 	s.rebuild()
 }
 
+// SetServerOrder replaces the names of the config file's servers, in the
+// file's order, which resource namespace auto follows (Options.Servers),
+// and merges the lists again under it. A reload of the file calls it, so
+// that which server keeps its URIs bare is what a start on that file
+// would give.
+func (s *Server) SetServerOrder(names []string) {
+	s.rebuildMu.Lock()
+	s.order = slices.Clone(names)
+	s.rebuildMu.Unlock()
+	s.rebuild()
+}
+
 // rebuild merges the upstreams' lists again and, for each list whose
 // merged view really changed, schedules one notice to the watchers.
 func (s *Server) rebuild() {
@@ -532,11 +548,11 @@ func (s *Server) buildLocked(version uint64) *catalog {
 	// the admin API registered) by name. Servers lists every registered
 	// server, running or not, so the order does not depend on which
 	// runs first.
-	order := make([]string, 0, len(s.opts.Servers)+len(servers))
-	configured := make(map[string]bool, len(s.opts.Servers))
-	for _, sc := range s.opts.Servers {
-		order = append(order, sc.Name)
-		configured[sc.Name] = true
+	order := make([]string, 0, len(s.order)+len(servers))
+	configured := make(map[string]bool, len(s.order))
+	for _, name := range s.order {
+		order = append(order, name)
+		configured[name] = true
 	}
 	for _, st := range servers {
 		if !configured[st.Name] {

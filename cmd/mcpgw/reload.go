@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/admin"
 	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/upstream"
@@ -25,6 +26,7 @@ type reloader struct {
 	mgr    *upstream.Manager
 	db     *store.SQLite
 	adm    *admin.API
+	core   *gateway.Server
 	logger *slog.Logger
 
 	mu  sync.Mutex
@@ -102,6 +104,9 @@ func (r *reloader) reload(ctx context.Context) (admin.ReloadResult, error) {
 		names = append(names, sc.Name)
 	}
 	r.adm.SetConfigServers(names)
+	// Which server keeps its resource URIs bare follows the file's order,
+	// as it would at a start on this file.
+	r.core.SetServerOrder(names)
 	// Only the servers changed: the rest of the config stays what it was
 	// at start until a restart.
 	kept := *r.cfg

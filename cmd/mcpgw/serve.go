@@ -87,7 +87,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 		return err
 	}
 
-	r := &reloader{path: path, lookup: lookupEnv, mgr: p.mgr, db: p.db, adm: p.adm, logger: logger, cfg: cfg}
+	r := &reloader{path: path, lookup: lookupEnv, mgr: p.mgr, db: p.db, adm: p.adm, core: p.core, logger: logger, cfg: cfg}
 	p.adm.SetReloader(r.reload)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

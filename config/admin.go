@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -10,10 +11,11 @@ import (
 // What a stdio server registered through the admin API may run and be
 // given. An admin token must not become a way to run a program of its
 // own: it may start only a command the operator listed, with arguments
-// the command's entry allows, and set only variables the operator listed
-// that are not one of the hooks below, which make a program load code
-// that it names. Servers of the config file are the operator's and are
-// not limited.
+// the command's entry allows, in a working directory the operator listed
+// (or the gateway's), and set only variables the operator listed that are
+// not one of the hooks below, which make a program load code that it
+// names. Servers of the config file are the operator's and are not
+// limited.
 
 // StdioCommand is one entry of admin.stdio_commands: a command a stdio
 // server registered through the admin API may run, and the arguments it
@@ -159,11 +161,12 @@ func NeverPassed(name string) (why string, never bool) {
 
 // CheckRegistration returns why the admin API may not register s (nil if
 // it may): a stdio server must run a command of a.StdioCommands with
-// arguments one of that command's entries allows, and may set only
-// variables of a.StdioEnv that NeverPassed does not refuse. Servers of
-// other transports pass. The problems' paths are the entry's own keys
-// ("command", "args", "env.NODE_OPTIONS"); their messages read after the
-// key and show neither the arguments nor a variable's value.
+// arguments one of that command's entries allows, may set only variables
+// of a.StdioEnv that NeverPassed does not refuse, and may give as its cwd
+// only a directory of a.StdioCwd. Servers of other transports pass. The
+// problems' paths are the entry's own keys ("command", "args", "cwd",
+// "env.NODE_OPTIONS"); their messages read after the key and show neither
+// the arguments, the cwd nor a variable's value.
 func (a *Admin) CheckRegistration(s *Server) Problems {
 	if s.Transport != TransportStdio {
 		return nil
@@ -183,6 +186,13 @@ func (a *Admin) CheckRegistration(s *Server) Problems {
 	case !slices.ContainsFunc(entries, func(i int) bool { return a.StdioCommands[i].Allows(s.Args) }):
 		ps = append(ps, Problem{Path: "args", Message: "do not match " + describeEntries(a.StdioCommands, entries)})
 	}
+	if s.Cwd != "" && !a.allowsCwd(s.Cwd) {
+		msg := "is not in admin.stdio_cwd, the working directories a stdio server registered through the admin API may use"
+		if len(a.StdioCwd) == 0 {
+			msg = "is not in admin.stdio_cwd, which lists none: a stdio server registered through the admin API cannot choose its working directory"
+		}
+		ps = append(ps, Problem{Path: "cwd", Message: msg})
+	}
 	for _, k := range sortedKeys(s.Env) {
 		if why, never := NeverPassed(k); never {
 			ps = append(ps, Problem{Path: join("env", k), Message: "is never passed to a stdio server registered through the admin API: " + why})
@@ -195,6 +205,18 @@ func (a *Admin) CheckRegistration(s *Server) Problems {
 		}
 	}
 	return ps
+}
+
+// allowsCwd reports whether a registration may start in dir: an absolute
+// path that is, cleaned, a directory of a.StdioCwd, cleaned. A directory a
+// registration could write to or point into (a subdirectory, "..") would
+// let it plant what npx, uv or python run from their working directory.
+func (a *Admin) allowsCwd(dir string) bool {
+	if !filepath.IsAbs(dir) {
+		return false
+	}
+	dir = filepath.Clean(dir)
+	return slices.ContainsFunc(a.StdioCwd, func(d string) bool { return filepath.Clean(d) == dir })
 }
 
 // maxEntriesShown bounds the entries a refusal of arguments names.

@@ -118,6 +118,10 @@ func TestAdmin_CheckRegistration(t *testing.T) {
 	stdio := func(cmd string, args []string, env map[string]string) Server {
 		return Server{Name: "x", Transport: TransportStdio, Command: cmd, Args: args, Env: env}
 	}
+	withCwd := func(s Server, cwd string) Server { s.Cwd = cwd; return s }
+	cwdRules := rules
+	cwdRules.StdioCwd = []string{"/srv/mcp", "/srv/data/"}
+	const notInCwd = "is not in admin.stdio_cwd, the working directories a stdio server registered through the admin API may use"
 	tests := []struct {
 		name  string
 		rules Admin
@@ -155,6 +159,31 @@ func TestAdmin_CheckRegistration(t *testing.T) {
 	}, {
 		name: "env, none allowed", rules: Admin{StdioCommands: []StdioCommand{{Command: "node"}}}, srv: stdio("node", nil, map[string]string{"K": "v"}),
 		want: Problems{{Path: "env.K", Message: "is not in admin.stdio_env, which lists none: a stdio server registered through the admin API is given no variables"}},
+	}, {
+		name: "cwd, none allowed", rules: rules, srv: withCwd(stdio("node", nil, nil), "/tmp"),
+		want: Problems{{Path: "cwd", Message: "is not in admin.stdio_cwd, which lists none: a stdio server registered through the admin API cannot choose its working directory"}},
+	}, {
+		name: "cwd, another directory", rules: cwdRules, srv: withCwd(stdio("node", nil, nil), "/tmp"),
+		want: Problems{{Path: "cwd", Message: notInCwd}},
+	}, {
+		name: "cwd, a subdirectory of an allowed one", rules: cwdRules, srv: withCwd(stdio("node", nil, nil), "/srv/mcp/node_modules"),
+		want: Problems{{Path: "cwd", Message: notInCwd}},
+	}, {
+		name: "cwd, out of an allowed one by ..", rules: cwdRules, srv: withCwd(stdio("node", nil, nil), "/srv/mcp/.."),
+		want: Problems{{Path: "cwd", Message: notInCwd}},
+	}, {
+		name: "cwd, relative", rules: cwdRules, srv: withCwd(stdio("node", nil, nil), "srv/mcp"),
+		want: Problems{{Path: "cwd", Message: notInCwd}},
+	}, {
+		name: "cwd, relative in rules that were not validated", rules: Admin{StdioCommands: rules.StdioCommands, StdioCwd: []string{"data"}},
+		srv:  withCwd(stdio("node", nil, nil), "data"),
+		want: Problems{{Path: "cwd", Message: "is not in admin.stdio_cwd, the working directories a stdio server registered through the admin API may use"}},
+	}, {
+		name: "cwd, allowed", rules: cwdRules, srv: withCwd(stdio("node", nil, nil), "/srv/mcp"),
+	}, {
+		name: "cwd, allowed after cleaning", rules: cwdRules, srv: withCwd(stdio("node", nil, nil), "/srv//data/./"),
+	}, {
+		name: "cwd, none", rules: rules, srv: stdio("node", nil, nil),
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

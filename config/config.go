@@ -551,6 +551,12 @@ type Admin struct {
 	// admin API may set in its env, matched exactly; a name NeverPassed
 	// refuses is a problem. Default none.
 	StdioEnv []string `yaml:"stdio_env"`
+	// StdioCwd are the working directories a stdio server registered
+	// through the admin API may give as its cwd, absolute and matched
+	// exactly after cleaning: npx, uv and python run and read code from
+	// the directory they start in. Default none: such a server gives no
+	// cwd and starts in the gateway's.
+	StdioCwd []string `yaml:"stdio_cwd"`
 }
 
 // Log configures the gateway's log on stderr.

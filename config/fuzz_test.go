@@ -80,6 +80,11 @@ func FuzzParse(f *testing.F) {
 				t.Errorf("Parse accepted %q in admin.stdio_env", name)
 			}
 		}
+		for _, dir := range c.Admin.StdioCwd {
+			if !filepath.IsAbs(dir) {
+				t.Errorf("Parse accepted %q in admin.stdio_cwd", dir)
+			}
+		}
 		if n := c.Naming; !prefixRE.MatchString(n.Prefix) || !separatorRE.MatchString(n.Separator) || n.MaxLength < 16 || n.MaxLength > 128 {
 			t.Errorf("Parse accepted naming %+v", n)
 		}
@@ -183,20 +188,25 @@ func FuzzExpand(f *testing.F) {
 const fuzzArg = "zq7-fuzz-arg-41c"
 
 func FuzzCheckRegistration(f *testing.F) {
-	f.Add("-y\x00@scope/server-*", "-y\x00@scope/server-x", "NODE_OPTIONS")
-	f.Add("**", "a\x00b", "K")
-	f.Add("", "", "")
-	f.Add("[a-\x00**\x00*", "x", "ld_preload")
-	f.Add("\\*\x00?", "*\x00/", "GOFLAGS")
-	f.Fuzz(func(t *testing.T, patterns, args, name string) {
+	f.Add("-y\x00@scope/server-*", "-y\x00@scope/server-x", "NODE_OPTIONS", "")
+	f.Add("**", "a\x00b", "K", "/srv/mcp")
+	f.Add("", "", "", "/srv/mcp/")
+	f.Add("[a-\x00**\x00*", "x", "ld_preload", "/srv/mcp/..")
+	f.Add("\\*\x00?", "*\x00/", "GOFLAGS", "srv/mcp")
+	f.Fuzz(func(t *testing.T, patterns, args, name, cwd string) {
 		sc := StdioCommand{Command: "cmd", Args: strings.Split(patterns, "\x00")}
 		if patterns == "" {
 			sc.Args = nil
 		}
 		argv := strings.Split(args, "\x00")
-		a := Admin{StdioCommands: []StdioCommand{sc}, StdioEnv: []string{name}}
-		srv := Server{Transport: TransportStdio, Command: "cmd", Args: append(argv, fuzzArg), Env: map[string]string{name: fuzzSecret}}
+		const allowedCwd = "/srv/mcp"
+		a := Admin{StdioCommands: []StdioCommand{sc}, StdioEnv: []string{name}, StdioCwd: []string{allowedCwd}}
+		srv := Server{Transport: TransportStdio, Command: "cmd", Args: append(argv, fuzzArg), Env: map[string]string{name: fuzzSecret}, Cwd: cwd}
 		ps := a.CheckRegistration(&srv)
+		// The working directory is one the operator listed, or none.
+		if refused := slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == "cwd" }); refused != (cwd != "" && filepath.Clean(cwd) != allowedCwd) {
+			t.Errorf("cwd %q: CheckRegistration's problems are %v", cwd, ps)
+		}
 		if strings.Contains(patterns, fuzzArg) || strings.Contains(patterns, fuzzSecret) || strings.Contains(name, fuzzSecret) || strings.Contains(name, fuzzArg) {
 			return
 		}

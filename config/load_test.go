@@ -259,6 +259,10 @@ var badFixtures = []struct {
 			fatal("admin.stdio_env[3]", `"1X" is not a valid variable name (letters, digits and _, not starting with a digit)`),
 			fatal("admin.stdio_env[4]", "GOFLAGS is never passed to a stdio server registered through the admin API: toolchains that build and run a server (go run, cargo run) run the programs and fetch the code it names"),
 			fatal("admin.stdio_env[5]", "PATH is never passed to a stdio server registered through the admin API: it chooses which program runs, or where programs find their configuration; the gateway sets PATH, HOME and TMPDIR itself"),
+			fatal("admin.stdio_cwd[1]", `"srv/mcp" is not an absolute path; give the directory from / (such as /srv/mcp)`),
+			fatal("admin.stdio_cwd[2]", `"" is not an absolute path; give the directory from / (such as /srv/mcp)`),
+			fatal("admin.stdio_cwd[3]", `"./data" is not an absolute path; give the directory from / (such as /srv/mcp)`),
+			fatal("admin.stdio_cwd[4]", `"~/mcp" is not an absolute path; give the directory from / (such as /srv/mcp)`),
 		},
 	},
 	{
@@ -575,7 +579,8 @@ var goodFixtures = []struct {
 					{Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/shared/*"}},
 					{Command: "/usr/local/bin/mcp-git"},
 				},
-				StdioEnv: []string{"GITHUB_TOKEN"}},
+				StdioEnv: []string{"GITHUB_TOKEN"},
+				StdioCwd: []string{"/srv/mcp"}},
 			Log: Log{Level: "info", Format: "json"},
 			Servers: []Server{
 				{

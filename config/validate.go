@@ -377,6 +377,11 @@ func (c *Config) validateGateway() Problems {
 			add(at, "%s is never passed to a stdio server registered through the admin API: %s", name, why)
 		}
 	}
+	for i, dir := range c.Admin.StdioCwd {
+		if !filepath.IsAbs(dir) {
+			add(fmt.Sprintf("admin.stdio_cwd[%d]", i), "%q is not an absolute path; give the directory from / (such as /srv/mcp)", dir)
+		}
+	}
 	if !slices.Contains(mediaModes, c.Media.Mode) {
 		add("media.mode", "%q is not one of %s", c.Media.Mode, strings.Join(mediaModes, ", "))
 	}

@@ -196,3 +196,71 @@ func TestAdminExec_Patterns(t *testing.T) {
 	g = startExecGateway(t, dir, withPattern)
 	g.waitState(t, "pat", "running")
 }
+
+// TestAdminExec_Cwd: a registration may start its server only in a
+// directory of admin.stdio_cwd (or the gateway's own): a directory a
+// stolen token can write to, where npx would run a planted
+// node_modules/.bin and read a planted .npmrc, is refused by POST and PUT
+// and skipped when restored at the next start.
+func TestAdminExec_Cwd(t *testing.T) {
+	dir := t.TempDir()
+	demo := bin("demo-server")
+	allowed, planted := filepath.Join(dir, "srv"), filepath.Join(dir, "planted")
+	for _, d := range []string{allowed, planted} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules := fmt.Sprintf("  stdio_commands: [%q]\n  stdio_cwd: [%q]\n", demo, allowed)
+	g := startExecGateway(t, dir, rules)
+	entry := func(name, cwd string) string {
+		b, _ := json.Marshal(map[string]any{"name": name, "transport": "stdio", "command": demo, "cwd": cwd})
+		return string(b)
+	}
+	g.wantRefused(t, []execCase{{
+		name: "a directory not listed", method: "POST", path: "/admin/servers", body: entry("planted", planted),
+		says: []string{"cwd is not in admin.stdio_cwd"}, hidden: planted,
+	}, {
+		name: "a subdirectory of a listed one", method: "POST", path: "/admin/servers", body: entry("sub", filepath.Join(allowed, "node_modules")),
+		says: []string{"cwd is not in admin.stdio_cwd"}, hidden: "node_modules",
+	}, {
+		name: "out of a listed one by ..", method: "POST", path: "/admin/servers", body: entry("up", allowed+"/../planted"),
+		says: []string{"cwd is not in admin.stdio_cwd"}, hidden: "planted",
+	}})
+	if status, body := g.adminDo(t, "POST", "/admin/servers", g.Admin, entry("srv", allowed+"/")); status != http.StatusCreated {
+		t.Fatalf("POST a registration in a listed cwd = %d %s; want 201", status, body)
+	}
+	g.waitState(t, "srv", "running")
+	g.wantRefused(t, []execCase{{
+		name: "a replacement in a directory not listed", method: "PUT", path: "/admin/servers/srv", body: entry("srv", planted),
+		says: []string{"cwd is not in admin.stdio_cwd"}, hidden: planted,
+	}})
+	for _, name := range []string{"planted", "sub", "up"} {
+		if status, body := g.adminDo(t, "GET", "/admin/servers/"+name, g.Admin, ""); status != http.StatusNotFound {
+			t.Errorf("GET /admin/servers/%s = %d %s; want 404 (refused, not registered)", name, status, body)
+		}
+	}
+
+	// Without the directory in admin.stdio_cwd, the next start skips the
+	// stored registration, and keeps it.
+	g.stopWith(t, syscall.SIGTERM)
+	g = startExecGateway(t, dir, fmt.Sprintf("  stdio_commands: [%q]\n", demo))
+	if status, body := g.adminDo(t, "GET", "/admin/servers/srv", g.Admin, ""); status != http.StatusNotFound {
+		t.Errorf("GET /admin/servers/srv without its cwd listed = %d %s; want 404 (not restored)", status, body)
+	}
+	skipped := false
+	for _, l := range strings.Split(g.Stderr(), "\n") {
+		var rec struct{ Level, Msg, Server, Problems string }
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Level == "ERROR" && rec.Server == "srv" &&
+			strings.HasPrefix(rec.Msg, "skipping a stdio server registered through the admin API") &&
+			strings.Contains(rec.Problems, "cwd: is not in admin.stdio_cwd") {
+			skipped = true
+		}
+	}
+	if !skipped {
+		t.Errorf("no error in the log names the skipped server srv and why:\n%s", g.Stderr())
+	}
+	g.stopWith(t, syscall.SIGTERM)
+	g = startExecGateway(t, dir, rules)
+	g.waitState(t, "srv", "running")
+}

@@ -201,6 +201,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		EnvPrefix:     cfg.Admin.EnvPrefix,
 		StdioCommands: cfg.Admin.StdioCommands,
 		StdioEnv:      cfg.Admin.StdioEnv,
+		StdioCwd:      cfg.Admin.StdioCwd,
 		LookupEnv:     os.LookupEnv,
 		Sessions:      edge,
 		Logger:        logger.With("component", "admin"),
@@ -455,7 +456,7 @@ func restoreServers(ctx context.Context, cfg *config.Config, db *store.SQLite, m
 			// The admin API's own rules: a record they no longer allow
 			// (or allowed before they were as strict) runs nothing.
 			if ps := cfg.Admin.CheckRegistration(&srv); len(ps) > 0 {
-				logger.Error("skipping a stdio server registered through the admin API: admin.stdio_commands or admin.stdio_env no longer allow it", "server", rec.Name, "problems", ps.Error())
+				logger.Error("skipping a stdio server registered through the admin API: admin.stdio_commands, admin.stdio_cwd or admin.stdio_env no longer allow it", "server", rec.Name, "problems", ps.Error())
 				continue
 			}
 			if rec.Enabled != nil {

@@ -18,9 +18,10 @@ import (
 )
 
 // TestRestoreServers_AdminRules: the registrations of an earlier run come
-// back only if admin.stdio_commands and admin.stdio_env still allow them,
-// as the admin API would now; the others are skipped with an error in the
-// log that names the server and why (never an env value), and are kept.
+// back only if admin.stdio_commands, admin.stdio_cwd and admin.stdio_env
+// still allow them, as the admin API would now; the others are skipped
+// with an error in the log that names the server and why (never an env
+// value or a cwd), and are kept.
 func TestRestoreServers_AdminRules(t *testing.T) {
 	ctx := context.Background()
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "mcpgw.db"))
@@ -37,6 +38,8 @@ func TestRestoreServers_AdminRules(t *testing.T) {
 		"args":  `{"name":"args","transport":"stdio","command":"mcp-git","args":["--exec","sh"]}`,
 		"cmd":   `{"name":"cmd","transport":"stdio","command":"/bin/sh","args":["-c","id"]}`,
 		"env":   `{"name":"env","transport":"stdio","command":"mcp-git","env":{"LOG":"debug"}}`,
+		"dir":   `{"name":"dir","transport":"stdio","command":"mcp-git","cwd":"/srv/mcp/"}`,
+		"tmp":   `{"name":"tmp","transport":"stdio","command":"mcp-git","cwd":"/tmp/planted-dir"}`,
 	}
 	for name, entry := range records {
 		if _, err := db.PutServer(ctx, store.Server{Name: name, Source: store.ServerSourceAPI, Entry: json.RawMessage(entry)}); err != nil {
@@ -49,6 +52,7 @@ admin:
     - {command: npx, args: [-y, "@acme/mcp-*"]}
     - mcp-git
   stdio_env: [TOKEN]
+  stdio_cwd: [/srv/mcp]
 `), nil)
 	if len(ps) > 0 {
 		t.Fatal(ps)
@@ -67,7 +71,7 @@ admin:
 		}
 	}
 	slices.Sort(added)
-	if diff := cmp.Diff([]string{"ok", "plain", "web"}, added); diff != "" {
+	if diff := cmp.Diff([]string{"dir", "ok", "plain", "web"}, added); diff != "" {
 		t.Errorf("the servers restored (-want +got):\n%s", diff)
 	}
 	skipped := map[string]string{}
@@ -86,6 +90,7 @@ admin:
 		"args":  "args: do not match admin.stdio_commands[1] (mcp-git), which allows no arguments",
 		"cmd":   "command: is not in admin.stdio_commands",
 		"env":   "env.LOG: is not in admin.stdio_env",
+		"tmp":   "cwd: is not in admin.stdio_cwd",
 	}
 	for name, says := range want {
 		if !strings.Contains(skipped[name], says) {
@@ -95,7 +100,7 @@ admin:
 	if len(skipped) != len(want) {
 		t.Errorf("skipped %v; want %d servers", skipped, len(want))
 	}
-	if strings.Contains(logs.String(), "secret-hook") {
+	if strings.Contains(logs.String(), "secret-hook") || strings.Contains(logs.String(), "planted-dir") {
 		t.Errorf("the log shows an env value:\n%s", logs.String())
 	}
 	recs, err := db.ListServers(ctx)

@@ -10,8 +10,9 @@
 // An admin token must not become a way to read the gateway's secrets or to
 // run a program: a registered server may expand only environment variables
 // with the configured prefix, and may be a stdio server only for a command
-// on the configured list, with arguments its entry allows and variables of
-// the configured list that are not loader or interpreter hooks
+// on the configured list, with arguments its entry allows, a working
+// directory of the configured list and variables of the configured list
+// that are not loader or interpreter hooks
 // (config.Admin.CheckRegistration).
 //
 // Every route is in the OpenAPI document of package openapi, served at
@@ -89,6 +90,10 @@ type Options struct {
 	// StdioEnv are the variables a registered stdio server may set. Empty:
 	// none.
 	StdioEnv []string
+	// StdioCwd are the working directories a registered stdio server may
+	// give as its cwd (config.Admin.StdioCwd). Empty: none, it starts in
+	// the gateway's.
+	StdioCwd []string
 	// LookupEnv reads the gateway's environment for ${VAR} in registered
 	// entries (only names with EnvPrefix are asked). If nil, every
 	// variable is unset.
@@ -129,7 +134,7 @@ func New(opts Options) (*API, error) {
 		opts.LookupEnv = func(string) (string, bool) { return "", false }
 	}
 	a := &API{opts: opts, logger: opts.Logger}
-	a.limits = config.Admin{StdioCommands: opts.StdioCommands, StdioEnv: opts.StdioEnv}
+	a.limits = config.Admin{StdioCommands: opts.StdioCommands, StdioEnv: opts.StdioEnv, StdioCwd: opts.StdioCwd}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)
 	}

@@ -102,6 +102,7 @@ type envOptions struct {
 	stdio    []string              // admin.stdio_commands, as plain commands
 	patterns []config.StdioCommand // admin.stdio_commands after those of stdio
 	env      []string              // admin.stdio_env
+	cwd      []string              // admin.stdio_cwd
 }
 
 // stdioCommands are the admin.stdio_commands of o.
@@ -149,6 +150,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Tokens:        []string{hashOf("another-token"), hashOf(token)},
 		StdioCommands: stdioCommands(o),
 		StdioEnv:      o.env,
+		StdioCwd:      o.cwd,
 		LookupEnv:     lookupEnv,
 		Logger:        slog.New(slog.NewTextHandler(ev.log, nil)),
 	}

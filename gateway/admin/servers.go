@@ -235,9 +235,10 @@ func keyPath(section, key string) string {
 }
 
 // mayRun refuses, with 403, a stdio server that runs a command with
-// arguments or variables admin.stdio_commands and admin.stdio_env do not
-// allow. The message names the command, the arguments (bounded) or the
-// variable, never a variable's value.
+// arguments, a working directory or variables admin.stdio_commands,
+// admin.stdio_cwd and admin.stdio_env do not allow. The message names the
+// command, the arguments (bounded), the cwd key or the variable, never a
+// variable's value or the cwd.
 func (a *API) mayRun(srv config.Server) error {
 	ps := a.limits.CheckRegistration(&srv)
 	if len(ps) == 0 {

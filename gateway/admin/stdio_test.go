@@ -166,3 +166,74 @@ func TestRegisterStdio_Patterns(t *testing.T) {
 		message: `args ["mcp-weather","--verbose"] do not match admin.stdio_commands[0] (uvx mcp-*)`, problems: []string{"args"}, check: unchanged,
 	}})
 }
+
+// TestRegisterStdio_Cwd: a stdio server registered through the API starts
+// in a directory of admin.stdio_cwd, matched exactly after cleaning, or
+// gives no cwd; any other (one a stolen token could plant node_modules or
+// .npmrc in) is refused with 403 by POST and PUT alike, the message not
+// showing it.
+func TestRegisterStdio_Cwd(t *testing.T) {
+	none := envOptions{stdio: []string{"npx"}}
+	listed := envOptions{stdio: []string{"npx"}, cwd: []string{"/srv/mcp"}}
+	inDir := func(dir string) func(t *testing.T, ev *env, _ *http.Response, _ []byte) {
+		return func(t *testing.T, ev *env, _ *http.Response, _ []byte) {
+			t.Helper()
+			if sc, ok := ev.m.ServerConfig("news"); !ok || sc.Cwd != dir {
+				t.Errorf("news runs in %q (registered %t); want %q", sc.Cwd, ok, dir)
+			}
+		}
+	}
+	runCases(t, []apiCase{{
+		name: "a cwd, none listed", opts: none, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"npx","cwd":"/tmp/planted-dir"}`,
+		message: "cwd is not in admin.stdio_cwd, which lists none", problems: []string{"cwd"},
+		check: func(t *testing.T, ev *env, res *http.Response, body []byte) {
+			unchanged(t, ev, res, body)
+			noValue("planted-dir")(t, ev, res, body)
+		},
+	}, {
+		name: "no cwd, none listed", opts: none, method: "POST", path: "/admin/servers", status: 201,
+		body:  `{"name":"news","transport":"stdio","command":"npx"}`,
+		calls: []string{"Add news"}, check: inDir(""),
+	}, {
+		name: "a listed cwd", opts: listed, method: "POST", path: "/admin/servers", status: 201,
+		body:  `{"name":"news","transport":"stdio","command":"npx","cwd":"/srv/mcp"}`,
+		calls: []string{"Add news"}, check: inDir("/srv/mcp"),
+	}, {
+		name: "a listed cwd, written otherwise", opts: listed, method: "POST", path: "/admin/servers", status: 201,
+		body:  `{"name":"news","transport":"stdio","command":"npx","cwd":"/srv//mcp/"}`,
+		calls: []string{"Add news"},
+	}, {
+		name: "another cwd", opts: listed, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"npx","cwd":"/tmp/planted-dir"}`,
+		message: "cwd is not in admin.stdio_cwd, the working directories", problems: []string{"cwd"},
+		check: func(t *testing.T, ev *env, res *http.Response, body []byte) {
+			unchanged(t, ev, res, body)
+			noValue("planted-dir")(t, ev, res, body)
+		},
+	}, {
+		name: "a subdirectory of a listed cwd", opts: listed, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"npx","cwd":"/srv/mcp/uploads"}`,
+		message: "cwd is not in admin.stdio_cwd", problems: []string{"cwd"}, check: unchanged,
+	}, {
+		name: "out of a listed cwd by ..", opts: listed, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"npx","cwd":"/srv/mcp/../tmp"}`,
+		message: "cwd is not in admin.stdio_cwd", problems: []string{"cwd"}, check: unchanged,
+	}, {
+		name: "a relative cwd", opts: listed, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"npx","cwd":"srv/mcp"}`,
+		message: "cwd is not in admin.stdio_cwd", problems: []string{"cwd"}, check: unchanged,
+	}, {
+		name: "a replacement with another cwd", opts: listed, method: "PUT", path: "/admin/servers/weather", status: 403,
+		body:    `{"transport":"stdio","command":"npx","cwd":"/tmp"}`,
+		message: "cwd is not in admin.stdio_cwd", problems: []string{"cwd"}, check: unchanged,
+	}, {
+		name: "a replacement by POST with another cwd", opts: listed, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"weather","transport":"stdio","command":"npx","cwd":"/tmp"}`,
+		message: "cwd is not in admin.stdio_cwd", problems: []string{"cwd"}, check: unchanged,
+	}, {
+		name: "a replacement with a listed cwd", opts: listed, method: "PUT", path: "/admin/servers/weather", status: 200,
+		body:  `{"transport":"stdio","command":"npx","cwd":"/srv/mcp"}`,
+		calls: []string{"Replace weather"},
+	}})
+}

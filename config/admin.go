@@ -165,8 +165,9 @@ func NeverPassed(name string) (why string, never bool) {
 // of a.StdioEnv that NeverPassed does not refuse, and may give as its cwd
 // only a directory of a.StdioCwd. Servers of other transports pass. The
 // problems' paths are the entry's own keys ("command", "args", "cwd",
-// "env.NODE_OPTIONS"); their messages read after the key and show neither
-// the arguments, the cwd nor a variable's value.
+// "env.NODE_OPTIONS"); their messages read after the key, but that of
+// "args", which names the argument by its position, and show neither the
+// arguments, the cwd nor a variable's value.
 func (a *Admin) CheckRegistration(s *Server) Problems {
 	if s.Transport != TransportStdio {
 		return nil
@@ -184,7 +185,7 @@ func (a *Admin) CheckRegistration(s *Server) Problems {
 	case len(entries) == 0:
 		ps = append(ps, Problem{Path: "command", Message: "is not in admin.stdio_commands, the commands a stdio server registered through the admin API may run"})
 	case !slices.ContainsFunc(entries, func(i int) bool { return a.StdioCommands[i].Allows(s.Args) }):
-		ps = append(ps, Problem{Path: "args", Message: "do not match " + describeEntries(a.StdioCommands, entries)})
+		ps = append(ps, Problem{Path: "args", Message: whyNotAllowed(a.StdioCommands, entries, s.Args)})
 	}
 	if s.Cwd != "" && !a.allowsCwd(s.Cwd) {
 		msg := "is not in admin.stdio_cwd, the working directories a stdio server registered through the admin API may use"
@@ -222,20 +223,51 @@ func (a *Admin) allowsCwd(dir string) bool {
 // maxEntriesShown bounds the entries a refusal of arguments names.
 const maxEntriesShown = 4
 
-// describeEntries names the entries at idx of cmds, with their patterns:
-// `admin.stdio_commands[0] (npx -y @scope/server-*)`.
-func describeEntries(cmds []StdioCommand, idx []int) string {
+// whyNotAllowed says why none of the entries at idx of cmds allows args:
+// for each, the position of the first argument that fails and the
+// entry's pattern there, or the count the entry takes. It names
+// positions only: arguments often hold keys (--api-key=...), and the
+// operator's patterns are no secret.
+func whyNotAllowed(cmds []StdioCommand, idx []int, args []string) string {
 	var parts []string
 	for _, i := range idx[:min(len(idx), maxEntriesShown)] {
-		s := fmt.Sprintf("admin.stdio_commands[%d] (%s)", i, cmds[i])
-		if len(cmds[i].Args) == 0 {
-			s += ", which allows no arguments"
-		}
-		parts = append(parts, s)
+		parts = append(parts, cmds[i].mismatch(fmt.Sprintf("admin.stdio_commands[%d]", i), args))
 	}
-	out := strings.Join(parts, " or ")
+	out := strings.Join(parts, "; ")
 	if n := len(idx) - maxEntriesShown; n > 0 {
-		out += fmt.Sprintf(" or %d more entries", n)
+		out += fmt.Sprintf("; and %d more entries of %s", n, cmds[idx[0]].Command)
 	}
 	return out
+}
+
+// mismatch says why sc, the entry called name, does not allow args: the
+// first argument that does not match its pattern, else the one that is
+// missing or too many (Allows is false).
+func (sc StdioCommand) mismatch(name string, args []string) string {
+	pats := sc.Args
+	rest := len(pats) > 0 && pats[len(pats)-1] == restPattern
+	if rest {
+		pats = pats[:len(pats)-1]
+	}
+	for j := range min(len(pats), len(args)) {
+		if ok, err := path.Match(pats[j], args[j]); !ok || err != nil {
+			return fmt.Sprintf("argument %d does not match %s (%s: pattern %d is %q)", j+1, name, sc.Command, j+1, pats[j])
+		}
+	}
+	takes := "takes "
+	if rest {
+		takes += "at least "
+	}
+	takes += fmt.Sprintf("%d argument", len(pats))
+	if len(pats) != 1 {
+		takes += "s"
+	}
+	switch {
+	case len(args) < len(pats):
+		return fmt.Sprintf("argument %d is missing: %s (%s) %s", len(args)+1, name, sc, takes)
+	case len(sc.Args) == 0:
+		return fmt.Sprintf("argument 1 is not allowed: %s (%s) allows no arguments", name, sc)
+	default:
+		return fmt.Sprintf("argument %d is not allowed: %s (%s) %s", len(pats)+1, name, sc, takes)
+	}
 }

@@ -146,10 +146,27 @@ func TestAdmin_CheckRegistration(t *testing.T) {
 		name: "a plain command", rules: rules, srv: stdio("node", nil, nil),
 	}, {
 		name: "no match", rules: rules, srv: stdio("npx", []string{"-y", "evil"}, nil),
-		want: Problems{{Path: "args", Message: "do not match admin.stdio_commands[0] (npx -y @modelcontextprotocol/server-*) or admin.stdio_commands[2] (npx -y @acme/mcp **)"}},
+		want: Problems{{Path: "args", Message: `argument 2 does not match admin.stdio_commands[0] (npx: pattern 2 is "@modelcontextprotocol/server-*"); ` +
+			`argument 2 does not match admin.stdio_commands[2] (npx: pattern 2 is "@acme/mcp")`}},
+	}, {
+		name: "a secret in the failing argument", rules: rules, srv: stdio("npx", []string{"--api-key=sk-live-5ecret", "@modelcontextprotocol/server-memory"}, nil),
+		want: Problems{{Path: "args", Message: `argument 1 does not match admin.stdio_commands[0] (npx: pattern 1 is "-y"); ` +
+			`argument 1 does not match admin.stdio_commands[2] (npx: pattern 1 is "-y")`}},
+	}, {
+		name: "a secret in an argument too many", rules: rules, srv: stdio("npx", []string{"-y", "@modelcontextprotocol/server-memory", "--api-key=sk-live-5ecret"}, nil),
+		want: Problems{{Path: "args", Message: `argument 3 is not allowed: admin.stdio_commands[0] (npx -y @modelcontextprotocol/server-*) takes 2 arguments; ` +
+			`argument 2 does not match admin.stdio_commands[2] (npx: pattern 2 is "@acme/mcp")`}},
+	}, {
+		name: "too few", rules: rules, srv: stdio("npx", []string{"-y"}, nil),
+		want: Problems{{Path: "args", Message: `argument 2 is missing: admin.stdio_commands[0] (npx -y @modelcontextprotocol/server-*) takes 2 arguments; ` +
+			`argument 2 is missing: admin.stdio_commands[2] (npx -y @acme/mcp **) takes at least 2 arguments`}},
+	}, {
+		name: "one argument too many", rules: Admin{StdioCommands: []StdioCommand{{Command: "uvx", Args: []string{"mcp-*"}}}},
+		srv:  stdio("uvx", []string{"mcp-news", "--verbose"}, nil),
+		want: Problems{{Path: "args", Message: "argument 2 is not allowed: admin.stdio_commands[0] (uvx mcp-*) takes 1 argument"}},
 	}, {
 		name: "node -e", rules: rules, srv: stdio("node", []string{"-e", "1"}, nil),
-		want: Problems{{Path: "args", Message: "do not match admin.stdio_commands[1] (node), which allows no arguments"}},
+		want: Problems{{Path: "args", Message: "argument 1 is not allowed: admin.stdio_commands[1] (node) allows no arguments"}},
 	}, {
 		name: "env", rules: rules, srv: stdio("node", nil, map[string]string{"NODE_OPTIONS": "--require=/x.js", "K": "v", "GITHUB_TOKEN": "t"}),
 		want: Problems{
@@ -202,7 +219,7 @@ func TestAdmin_CheckRegistration_ManyEntries(t *testing.T) {
 	}
 	srv := Server{Transport: TransportStdio, Command: "npx", Args: []string{"other"}}
 	ps := a.CheckRegistration(&srv)
-	if len(ps) != 1 || !strings.HasSuffix(ps[0].Message, "admin.stdio_commands[3] (npx -y pkg) or 6 more entries") {
+	if len(ps) != 1 || !strings.HasSuffix(ps[0].Message, `admin.stdio_commands[3] (npx: pattern 1 is "-y"); and 6 more entries of npx`) {
 		t.Errorf("CheckRegistration = %v; want four entries named and 6 more counted", ps)
 	}
 }

@@ -42,7 +42,8 @@ func startExecGateway(t *testing.T, dir, admin string) *gateway {
 }
 
 // execCase is one registration the admin API must refuse with 403, its
-// message saying says and never showing hidden.
+// message saying says and its body never showing hidden (an env value, an
+// argument, a directory).
 type execCase struct {
 	name, method, path, body string
 	says                     []string
@@ -71,7 +72,7 @@ func (g *gateway) wantRefused(t *testing.T, cases []execCase) {
 			}
 		}
 		if tc.hidden != "" && strings.Contains(string(body), tc.hidden) {
-			t.Errorf("%s: the answer shows the env value: %s", tc.name, body)
+			t.Errorf("%s: the answer shows %q: %s", tc.name, tc.hidden, body)
 		}
 	}
 }
@@ -102,11 +103,11 @@ func TestAdminExec_PlainCommands(t *testing.T) {
 	}, {
 		name: "node -e", method: "POST", path: "/admin/servers",
 		body: entry("inline", "node", []string{"-e", js}, nil),
-		says: []string{`args ["-e",`, "do not match admin.stdio_commands[0] (node)"},
+		says: []string{"argument 1 is not allowed: admin.stdio_commands[0] (node) allows no arguments"}, hidden: "writeFileSync",
 	}, {
 		name: "arguments to a plain command", method: "POST", path: "/admin/servers",
 		body: entry("named", demo, []string{"-name", "x"}, nil),
-		says: []string{"do not match admin.stdio_commands[1]"},
+		says: []string{"argument 1 is not allowed: admin.stdio_commands[1]"}, hidden: `"-name"`,
 	}, {
 		name: "a variable not in admin.stdio_env", method: "POST", path: "/admin/servers",
 		body: entry("other", demo, nil, map[string]string{"DEMO_SETTING": "hidden-value"}),
@@ -152,14 +153,14 @@ func TestAdminExec_Patterns(t *testing.T) {
 	}
 
 	entry := fmt.Sprintf("admin.stdio_commands[1] (%s -name demo-*)", demo)
+	withKey := fmt.Sprintf(`{"name":"key","transport":"stdio","command":%q,"args":["-name","demo-x","--api-key=sk-live-5ecret"]}`, demo)
 	g.wantRefused(t, []execCase{{
 		name: "another flag", method: "POST", path: "/admin/servers",
 		body: fmt.Sprintf(`{"name":"http","transport":"stdio","command":%q,"args":["-http","127.0.0.1:0"]}`, demo),
-		says: []string{`args ["-http","127.0.0.1:0"] do not match ` + entry},
+		says: []string{fmt.Sprintf(`argument 1 does not match admin.stdio_commands[1] (%s: pattern 1 is "-name")`, demo)}, hidden: "127.0.0.1:0",
 	}, {
-		name: "one argument more", method: "POST", path: "/admin/servers",
-		body: fmt.Sprintf(`{"name":"more","transport":"stdio","command":%q,"args":["-name","demo-x","extra"]}`, demo),
-		says: []string{"do not match " + entry},
+		name: "one argument more, holding a key", method: "POST", path: "/admin/servers", body: withKey,
+		says: []string{"argument 3 is not allowed: " + entry + " takes 2 arguments"}, hidden: "5ecret",
 	}, {
 		name: "a replacement with NODE_OPTIONS", method: "PUT", path: "/admin/servers/pat",
 		body: fmt.Sprintf(`{"transport":"stdio","command":%q,"args":["-name","demo-ok"],"env":{"NODE_OPTIONS":"--require=/tmp/x.js"}}`, demo),
@@ -167,7 +168,7 @@ func TestAdminExec_Patterns(t *testing.T) {
 	}, {
 		name: "a replacement with node -e", method: "PUT", path: "/admin/servers/pat",
 		body: `{"transport":"stdio","command":"node","args":["-e","process.exit(3)"]}`,
-		says: []string{"do not match admin.stdio_commands[0] (node)"},
+		says: []string{"argument 1 is not allowed: admin.stdio_commands[0] (node) allows no arguments"}, hidden: "process.exit",
 	}})
 	if st := g.status(t, "pat"); st.State != "running" {
 		t.Errorf("pat after the refused replacements is %s (%s); want running, unchanged", st.State, st.Error)
@@ -185,7 +186,7 @@ func TestAdminExec_Patterns(t *testing.T) {
 		var rec struct{ Level, Msg, Server, Problems string }
 		if json.Unmarshal([]byte(l), &rec) == nil && rec.Level == "ERROR" && rec.Server == "pat" &&
 			strings.HasPrefix(rec.Msg, "skipping a stdio server registered through the admin API") &&
-			strings.Contains(rec.Problems, "do not match admin.stdio_commands[0]") {
+			strings.Contains(rec.Problems, "args: argument 1 is not allowed: admin.stdio_commands[0]") {
 			skipped = true
 		}
 	}

@@ -86,8 +86,8 @@ admin:
 	}
 	want := map[string]string{
 		"hook":  "env.NODE_OPTIONS: is never passed",
-		"other": "args: do not match admin.stdio_commands[0] (npx -y @acme/mcp-*)",
-		"args":  "args: do not match admin.stdio_commands[1] (mcp-git), which allows no arguments",
+		"other": `args: argument 2 does not match admin.stdio_commands[0] (npx: pattern 2 is "@acme/mcp-*")`,
+		"args":  "args: argument 1 is not allowed: admin.stdio_commands[1] (mcp-git) allows no arguments",
 		"cmd":   "command: is not in admin.stdio_commands",
 		"env":   "env.LOG: is not in admin.stdio_env",
 		"tmp":   "cwd: is not in admin.stdio_cwd",

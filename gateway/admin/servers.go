@@ -237,8 +237,9 @@ func keyPath(section, key string) string {
 // mayRun refuses, with 403, a stdio server that runs a command with
 // arguments, a working directory or variables admin.stdio_commands,
 // admin.stdio_cwd and admin.stdio_env do not allow. The message names the
-// command, the arguments (bounded), the cwd key or the variable, never a
-// variable's value or the cwd.
+// command, the position of the first argument refused, the cwd key or the
+// variable: never an argument (they often hold keys), the cwd or a
+// variable's value.
 func (a *API) mayRun(srv config.Server) error {
 	ps := a.limits.CheckRegistration(&srv)
 	if len(ps) == 0 {
@@ -253,37 +254,12 @@ func (a *API) mayRun(srv config.Server) error {
 	case p.Path == "command":
 		what = "command " + quote(srv.Command)
 	case p.Path == "args":
-		what = "args " + showArgs(srv.Args)
+		// The message names the argument by its position.
+		return refuse(http.StatusForbidden, p.Message, probs...)
 	default:
 		what = strings.Replace(p.Path, ".", " ", 1) // env.NAME: the name, not the value
 	}
 	return refuse(http.StatusForbidden, what+" "+ps[0].Message, probs...)
-}
-
-// Bounds of the arguments a refusal shows.
-const (
-	maxArgsShown = 8
-	maxArgRunes  = 64
-)
-
-// showArgs writes args as a JSON array, at most maxArgsShown of them, each
-// cut to maxArgRunes characters.
-func showArgs(args []string) string {
-	shown := make([]string, 0, min(len(args), maxArgsShown)+1)
-	for _, arg := range args[:min(len(args), maxArgsShown)] {
-		if r := []rune(arg); len(r) > maxArgRunes {
-			arg = string(r[:maxArgRunes]) + "…"
-		}
-		shown = append(shown, arg)
-	}
-	if len(args) > maxArgsShown {
-		shown = append(shown, fmt.Sprintf("… %d more", len(args)-maxArgsShown))
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(shown)
-	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // inFile answers that a server lives in the config file.

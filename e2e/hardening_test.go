@@ -120,6 +120,8 @@ func startAdminListener(t *testing.T, url string) (main, admin *gateway) {
 // request, and one after a plain POST that took the fast path): each gets
 // one 400 with Connection: close and the connection ends, so the request
 // smuggled behind a chunked body is never read (RFC 9112, section 6.1).
+// The 400 is a JSON-RPC error on /mcp and the admin API's {"message"}
+// elsewhere.
 func TestHardening_TransferEncoding(t *testing.T) {
 	httpURL, _ := startDemoHTTP(t, "demo-http")
 	g := startGateway(t, baseEnv(), fmt.Sprintf("servers:\n  - {name: web, transport: http, url: %s}\n", httpURL))
@@ -142,24 +144,30 @@ func TestHardening_TransferEncoding(t *testing.T) {
 		// want are the statuses of the answers before the connection
 		// ends; the last is the 400 with Connection: close.
 		want []int
+		// rpc: the 400 is a JSON-RPC error (on /mcp), else the admin
+		// API's {"message"}.
+		rpc bool
 	}{
 		{
 			name: "Content-Length and Transfer-Encoding on /mcp, smuggling a PATCH",
 			addr: main,
 			raw:  smuggling(main, mcpPost(main)),
 			want: []int{400},
+			rpc:  true,
 		},
 		{
 			name: "the same after a plain POST on the connection",
 			addr: main,
 			raw:  plain + smuggling(main, mcpPost(main)),
 			want: []int{200, 400},
+			rpc:  true,
 		},
 		{
 			name: "Transfer-Encoding alone on /mcp",
 			addr: main,
 			raw:  mcpPost(main) + "Transfer-Encoding: chunked\r\n\r\n" + chunked(initBody),
 			want: []int{400},
+			rpc:  true,
 		},
 		{
 			name: "Content-Length and Transfer-Encoding on /admin, smuggling a PATCH",
@@ -194,8 +202,12 @@ func TestHardening_TransferEncoding(t *testing.T) {
 			if !last.close || !strings.Contains(last.body, "Transfer-Encoding is not accepted") {
 				t.Errorf("the 400 = %+v, want Connection: close and a message naming Transfer-Encoding", last)
 			}
-			if !json.Valid([]byte(last.body)) {
-				t.Errorf("the 400's body is not JSON: %q", last.body)
+			shape := "message"
+			if tt.rpc {
+				shape = "jsonrpc"
+			}
+			if got := refusalShape(last.body); got != shape {
+				t.Errorf("the 400's body %q is %s; want %s, the shape of its route", last.body, got, shape)
 			}
 		})
 	}
@@ -206,6 +218,23 @@ func TestHardening_TransferEncoding(t *testing.T) {
 			t.Errorf("server web is %s after the smuggling attempts, want running", st.State)
 		}
 	}
+}
+
+// refusalShape names the shape of a refusal's body: "jsonrpc" for a
+// JSON-RPC error with a null id, "message" for the admin API's
+// {"message"}, else "not JSON" or "other".
+func refusalShape(body string) string {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		return "not JSON"
+	}
+	switch {
+	case string(m["jsonrpc"]) == `"2.0"` && string(m["id"]) == "null" && m["error"] != nil && m["message"] == nil:
+		return "jsonrpc"
+	case m["message"] != nil && m["jsonrpc"] == nil:
+		return "message"
+	}
+	return "other"
 }
 
 // hostOriginRequest sends method url with the admin token and, when not
@@ -279,8 +308,8 @@ func TestHardening_HostAndOrigin(t *testing.T) {
 			if status != tt.want || (tt.msg != "" && !strings.Contains(body, tt.msg)) {
 				t.Errorf("%s %s (Host %q, Origin %q) = %d %s, want %d %s", tt.method, tt.url, tt.host, tt.origin, status, body, tt.want, tt.msg)
 			}
-			if status == 403 && !json.Valid([]byte(body)) {
-				t.Errorf("the refusal is not JSON: %s", body)
+			if shape := refusalShape(body); status == 403 && shape != "message" {
+				t.Errorf("the refusal %s is %s; want the admin API's {\"message\"}", body, shape)
 			}
 		})
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/admin"
 	"github.com/mcpgw/mcpgw/gateway/legacy"
-	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/mediastore"
 	"github.com/mcpgw/mcpgw/store"
@@ -296,19 +295,17 @@ func adminListenerAllows(cfg *config.Config) (hosts, origins []string) {
 	return hosts, origins
 }
 
-// writeRefusal writes a refusal before dispatch (auth's middleware): in
-// the admin API's error shape under /admin, else as a JSON-RPC error with
-// a null id, which an MCP client reads and any other still parses.
+// writeRefusal writes a refusal before dispatch (auth's middleware) in
+// the shape of its route, on either listener: on /mcp the edge's JSON-RPC
+// error, which MCP clients read; everywhere else (/admin, /media,
+// /healthz, /metrics) the admin API's {"message"}, which is plain JSON
+// and no JSON-RPC answer to a request that was none.
 func writeRefusal(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	var body []byte
-	if r.URL.Path == "/admin" || strings.HasPrefix(r.URL.Path, "/admin/") {
-		body, _ = json.Marshal(map[string]string{"message": msg})
-	} else {
-		body, _ = jsonrpc.Encode(jsonrpc.NewErrorResponse(jsonrpc.ID{}, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, msg, nil)))
+	if r.URL.Path == "/mcp" {
+		legacy.WriteRefusal(w, r, status, msg)
+		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(body)
+	admin.WriteRefusal(w, r, status, msg)
 }
 
 // sessionStore is the legacy edge's SessionStore on the database.

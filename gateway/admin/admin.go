@@ -23,6 +23,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -202,6 +203,17 @@ type problem struct {
 
 func fail(c echo.Context, status int, msg string) error {
 	return c.JSON(status, errorBody{Message: msg})
+}
+
+// WriteRefusal writes a refusal of a request made before the API reads it
+// (a foreign Host or Origin, a body framed by Transfer-Encoding): status
+// and the API's error shape, {"message": msg}. Its signature is
+// auth.HostCheck's OnRefuse.
+func WriteRefusal(w http.ResponseWriter, _ *http.Request, status int, msg string) {
+	body, _ := json.Marshal(errorBody{Message: msg})
+	w.Header().Set("Content-Type", echo.MIMEApplicationJSON)
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
 // guard lets through requests that carry one of the configured tokens.

@@ -220,10 +220,11 @@ func printFlags(w io.Writer, fs *flag.FlagSet, indent string) {
 	}
 }
 
-// helpCmd prints the help, or one command's.
+// helpCmd prints the help, or one command's. "help -h" asks for help
+// about help: the general help says it.
 func helpCmd(args []string, stdout, stderr io.Writer) error {
 	switch {
-	case len(args) == 0:
+	case len(args) == 0, len(args) == 1 && isHelpFlag(args[0]):
 		usage(stdout)
 		return nil
 	case len(args) > 1:

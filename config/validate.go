@@ -408,7 +408,7 @@ func (c *Config) validateGateway() Problems {
 		if !validPrincipal(k.Principal) {
 			add(path+".principal", `%q is not a valid principal: 1 to 64 of A-Z, a-z, 0-9, ".", "_", "@" and "-", and not "anonymous"`, k.Principal)
 		}
-		if !validTokenHash(k.KeySHA256) {
+		if _, ok := ParseTokenHash(k.KeySHA256); !ok {
 			// Never show the value: it may be the key itself, pasted by mistake.
 			add(path+".key_sha256", `must be "sha256:" and the 64 hex digits of the key's SHA-256, such as printf %%s "$KEY" | sha256sum prints; never the key itself`)
 		} else if j, dup := seenKeys[strings.ToLower(k.KeySHA256)]; dup {
@@ -490,7 +490,7 @@ func (c *Config) validateGateway() Problems {
 		add("rate_limits.max_principals", "must be 0 (the default) or more")
 	}
 	for i, t := range c.Admin.Tokens {
-		if !validTokenHash(t) {
+		if _, ok := ParseTokenHash(t); !ok {
 			// Never show t: it may be the token itself, pasted by mistake.
 			add(fmt.Sprintf("admin.tokens[%d]", i), `must be "sha256:" and the 64 hex digits of the token's SHA-256, such as printf %%s "$TOKEN" | sha256sum prints; never the token itself`)
 		}
@@ -1049,12 +1049,6 @@ func ParseTokenHash(s string) (sum [sha256.Size]byte, ok bool) {
 		return sum, false
 	}
 	return sum, true
-}
-
-// validTokenHash reports whether s is "sha256:" and 64 hex digits.
-func validTokenHash(s string) bool {
-	_, ok := ParseTokenHash(s)
-	return ok
 }
 
 // hasControl reports whether s holds a control character other than tab,

@@ -108,7 +108,8 @@ func New(opts Options) (*Authenticator, error) {
 			return nil, fmt.Errorf("auth: api key %d of principal %q is not a sha256 hash", i, k.Principal)
 		}
 		// A token's names start "jwt:" (config.JWT.Qualify): a key's name
-		// with a ":" could be one, and config never allows it.
+		// with a ":" could be one. Config's validPrincipal refuses it
+		// first; this second check, in depth, is on purpose.
 		if strings.Contains(k.Principal, ":") || slices.ContainsFunc(k.Groups, func(g string) bool { return strings.Contains(g, ":") }) {
 			return nil, fmt.Errorf("auth: api key %d of principal %q has a \":\" in a name", i, k.Principal)
 		}

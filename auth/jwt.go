@@ -57,6 +57,8 @@ func newVerifier(opts Options, resource string) (*verifier, error) {
 	}
 	if strings.Contains(j.Issuer, "#") {
 		// It would make the names of two issuers' principals ambiguous.
+		// Config's Validate refuses it first (auth.jwt.issuer); this
+		// second check, in depth, is on purpose.
 		return nil, errors.New(`auth: jwt issuer: has a "#"`)
 	}
 	if j.JWKSURL != "" {

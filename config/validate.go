@@ -428,6 +428,7 @@ func (c *Config) validateGateway() Problems {
 		} else if msg := checkHTTPSURL(j.Issuer); msg != "" {
 			add("auth.jwt.issuer", "%s", msg)
 		} else if strings.Contains(j.Issuer, "#") {
+			// auth's newVerifier refuses it again on purpose, in depth.
 			add("auth.jwt.issuer", `%q has a "#": an issuer has no fragment (RFC 8414, section 2), and "#" ends the issuer in the names of its tokens' principals`, j.Issuer)
 		}
 		if j.JWKSURL != "" {
@@ -528,7 +529,9 @@ func checkCaller(path, kind, name string, known map[string]bool, jwt JWT, add fu
 	}
 }
 
-// validPrincipal reports whether s is a principal or group name.
+// validPrincipal reports whether s is a principal or group name. It has
+// no ":", so that no API key's name is ever a token's ("jwt:", see
+// JWT.Qualify); auth.New checks that again on purpose, in depth.
 func validPrincipal(s string) bool {
 	if s == "" || len(s) > 64 || s == "anonymous" {
 		return false

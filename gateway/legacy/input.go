@@ -62,12 +62,7 @@ func (h *Handler) sessionInput(ctx context.Context, s *session, method string, p
 		s.mu.Unlock()
 		return nil, errSessionEnded
 	}
-	st := s.standalone
-	if st == nil {
-		st = &stream{num: 0}
-		s.standalone = st
-		s.streams[0] = st
-	}
+	st := s.standaloneLocked()
 	s.mu.Unlock()
 	return h.ask(ctx, s, context.Background(), st, method, params)
 }

@@ -454,3 +454,37 @@ func TestInitialize_ClientJSONBound(t *testing.T) {
 		t.Errorf("%d records, want none", len(st.recs))
 	}
 }
+
+// TestRestore_SessionInputTagged: on a restored session, stream 0 made by
+// an input request outside any call, before the GET, marks its event ids
+// as this process's, as one a GET made does.
+func TestRestore_SessionInputTagged(t *testing.T) {
+	st := newMemStore()
+	opts := Options{Secret: testSecret, Store: st}
+	a := newEnv(t, opts)
+	sid := a.initializeCaps(V20251125, allCaps)
+	b := restart(t, a, opts)
+	if r := b.post(sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); r.StatusCode != http.StatusOK {
+		t.Fatalf("ping: status %d", r.StatusCode)
+	}
+	s := b.session(sid)
+	asked := make(chan error, 1)
+	go func() {
+		_, err := s.ask(context.Background(), "roots/list", json.RawMessage(`{}`))
+		asked <- err
+	}()
+	waitFor(t, "the input request", func() bool { return b.pendingInputs(sid) == 1 })
+	get := newReader(b.do(b.request(http.MethodGet, sid, "")))
+	ev := next(t, get)
+	m := decode(t, ev.Data)
+	if m.Method != "roots/list" {
+		t.Fatalf("first GET event %q, want the request", ev.Data)
+	}
+	if tag, num, _, ok := parseLastEventID(ev.ID); !ok || num != 0 || tag != s.tag {
+		t.Errorf("event id %q: want one of stream 0 marked %q", ev.ID, s.tag)
+	}
+	b.reply(sid, string(m.ID), `"result":{"roots":[]}`)
+	if err := <-asked; err != nil {
+		t.Errorf("the input request: %v", err)
+	}
+}

@@ -727,12 +727,7 @@ func (h *Handler) openStandalone(c echo.Context, s *session) error {
 		writeNoSession(w)
 		return nil
 	}
-	st := s.standalone
-	if st == nil {
-		st = &stream{num: 0, tag: s.tag}
-		s.standalone = st
-		s.streams[0] = st
-	}
+	st := s.standaloneLocked()
 	cursor := st.delivered
 	att := s.attachLocked(st)
 	if s.version == V20251125 {

@@ -144,6 +144,17 @@ func (s *session) newStreamLocked(pending int) *stream {
 	return st
 }
 
+// standaloneLocked returns stream 0 of s, the standalone GET stream,
+// made on first use (by a GET, or by an input request that belongs to no
+// call) with the session's tag, like its other streams.
+func (s *session) standaloneLocked() *stream {
+	if s.standalone == nil {
+		s.standalone = &stream{num: 0, tag: s.tag}
+		s.streams[0] = s.standalone
+	}
+	return s.standalone
+}
+
 // trimFinishedLocked keeps at most maxFinishedStreams finished streams,
 // dropping the oldest.
 func (s *session) trimFinishedLocked() {

@@ -98,11 +98,11 @@ func (h *Handler) ask(ctx context.Context, s *session, owner context.Context, st
 		case <-ctx.Done():
 			ended = ctx
 		case <-ownerDone:
-			if context.Cause(owner) == context.Canceled {
+			if context.Cause(owner) == errAnswered {
 				// The call answered, cancelled by nobody: its server
 				// still waits for this answer (over stdio a request is
 				// only taken for the call's because the call was the
-				// one in flight).
+				// one in flight). Any other end is a cancellation.
 				ownerDone = nil
 				continue
 			}

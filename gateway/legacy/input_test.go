@@ -424,3 +424,47 @@ func TestSessionNotify(t *testing.T) {
 		t.Errorf("GET stream got %s, want %s", got, want)
 	}
 }
+
+// TestAskOwnerEnded: an input request of a call whose context ends for
+// any reason but the call answering is cancelled: the client is told on
+// the stream, and the request returns the call's error. Only the call
+// answering leaves it waiting for the client (TestInputOutlivesItsCall).
+func TestAskOwnerEnded(t *testing.T) {
+	tests := []struct {
+		name   string
+		cause  error
+		reason string
+	}{
+		{"a cancel without a cause", nil, "cancelled"},
+		{"the client cancelled", errClientCancelled, errClientCancelled.Error()},
+		{"not resumed", errNotResumed, errNotResumed.Error()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Options{})
+			sid := e.initializeCaps(V20251125, allCaps)
+			s := e.session(sid)
+			s.mu.Lock()
+			st := s.newStreamLocked(1)
+			s.mu.Unlock()
+			owner, cancel := context.WithCancelCause(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.h.ask(context.Background(), s, owner, st, "roots/list", nil)
+				done <- err
+			}()
+			waitFor(t, "the input request", func() bool { return e.pendingInputs(sid) == 1 })
+			cancel(tt.cause)
+			waitFor(t, "the input request to be cancelled", func() bool { return e.pendingInputs(sid) == 0 })
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("ask returned %v, want context.Canceled", err)
+			}
+			s.mu.Lock()
+			last := string(st.events[len(st.events)-1].block)
+			s.mu.Unlock()
+			if want := `"method":"notifications/cancelled","params":{"requestId":"mcpgw-1","reason":"` + tt.reason + `"}`; !strings.Contains(last, want) {
+				t.Errorf("the stream's last event %q, want the cancellation with reason %q", last, tt.reason)
+			}
+		})
+	}
+}

@@ -395,7 +395,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 	}
 	res, err := h.core.Handle(c.ctx, req)
 	cause := context.Cause(c.ctx) // nil unless cancelled, always with a cause of ours
-	c.cancel(nil)
+	c.cancel(errAnswered)
 	s.mu.Lock()
 	if s.calls[c.id.String()] == c {
 		delete(s.calls, c.id.String())

@@ -23,6 +23,9 @@ var (
 	errExpired         = errors.New("session idle for too long")
 	errShutdown        = errors.New("gateway shutting down")
 	errNotResumed      = errors.New("the call's stream was not resumed within the resume window")
+	// errAnswered ends the context of a call that answered: nothing
+	// cancelled it, and an input request it made may still be answered.
+	errAnswered = errors.New("the call answered")
 )
 
 // ours reports whether err is one of the causes above, whose text may be

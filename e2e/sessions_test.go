@@ -118,8 +118,9 @@ type rpcAnswer struct {
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 }
 
@@ -384,7 +385,7 @@ servers:
 	body, _ := io.ReadAll(resp.Body)
 	var a rpcAnswer
 	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &a) != nil || string(a.ID) != "null" ||
-		a.Error == nil || a.Error.Code != -32600 || !strings.Contains(a.Error.Message, "64") {
-		t.Errorf("a batch of %d: status %d, body %s; want 400 and one -32600 error with id null naming the cap", limit+1, resp.StatusCode, body)
+		a.Error == nil || a.Error.Code != -31003 || !strings.Contains(a.Error.Message, "64") || !strings.Contains(string(a.Error.Data), `"limit":64`) {
+		t.Errorf("a batch of %d: status %d, body %s; want 400 and one -31003 error with id null and data.limit naming the cap", limit+1, resp.StatusCode, body)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
@@ -86,7 +87,7 @@ func TestBatch_EveryRequestAnswered(t *testing.T) {
 
 // TestBatch_OverInFlightCap checks that a batch with more requests than a
 // session may have in flight is refused whole, before anything in it runs:
-// one JSON-RPC error without an id, naming the cap, in a 400.
+// one JSON-RPC error without an id, -31003 naming the cap, in a 400.
 func TestBatch_OverInFlightCap(t *testing.T) {
 	e := newEnv(t, Options{MaxInFlight: 3})
 	calls := countCalls(e)
@@ -109,8 +110,10 @@ func TestBatch_OverInFlightCap(t *testing.T) {
 		t.Errorf("Content-Type %q", ct)
 	}
 	m := decode(t, []byte(readAll(t, resp)))
-	if string(m.ID) != "null" || m.Error == nil || m.Error.Code != -32600 {
-		t.Fatalf("answer %+v, want one error with id null and code -32600", m)
+	// -31003, the gateway's code for its limits, as a lone request over
+	// the cap gets, with data naming the limit.
+	if string(m.ID) != "null" || m.Error == nil || m.Error.Code != gateway.CodeRateLimited {
+		t.Fatalf("answer %+v, want one error with id null and code -31003", m)
 	}
 	for _, want := range []string{"4 requests", "3"} {
 		if !strings.Contains(m.Error.Message, want) {

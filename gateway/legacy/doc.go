@@ -237,9 +237,10 @@
 // them; later ones removed them). A batch never holds initialize. A batch
 // of notifications and responses gets 202. A batch with more requests than
 // a session may have in flight (MaxInFlight) is refused whole before any
-// of it is acted on: 400 with one JSON-RPC error, id null, -32600, naming
-// the cap. Requests in a batch run concurrently; if all are answered by
-// the gateway itself the answer is a JSON array of their responses,
+// of it is acted on: 400 with one JSON-RPC error, id null, -31003 (as a
+// lone request over the cap gets) with data.limit naming the cap.
+// Requests in a batch run concurrently; if all are answered by the
+// gateway itself the answer is a JSON array of their responses,
 // otherwise one SSE stream carries each response as its own event, in the
 // order they finish, and ends after the last: every request gets exactly
 // one response.

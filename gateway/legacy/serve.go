@@ -534,8 +534,9 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 		return
 	}
 	// A batch the session could never have in flight at once is refused
-	// whole, before any of it is acted on: answering most of it with
-	// -31003 would only make the client sort out what ran.
+	// whole, before any of it is acted on, with one -31003 (the code of
+	// the cap, as a lone request over it gets): answering each request
+	// would only make the client sort out what ran.
 	n := 0
 	for _, m := range msgs {
 		if m.IsRequest() {
@@ -544,7 +545,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 	}
 	if n > h.opts.MaxInFlight {
 		h.rejected(r.Context(), "session_in_flight")
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, gateway.CodeRateLimited,
 			fmt.Sprintf("this batch holds %d requests, more than the %d a session may have in flight; nothing in it was run: send at most %d requests per batch", n, h.opts.MaxInFlight, h.opts.MaxInFlight),
 			map[string]int{"limit": h.opts.MaxInFlight, "requests": n})
 		return

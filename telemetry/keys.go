@@ -95,9 +95,10 @@ const ScopeName = "github.com/mcpgw/mcpgw"
 // "principal" (rate_limits.per_principal), "sessions" (sessions.max or
 // max_per_principal), "session_in_flight" (a session's in-flight cap),
 // "server" (a server's rate_limit), "server_concurrency" (its
-// max_concurrent), "server_pool" (its session pool) or "hosted_tasks"
-// (tasks.max_hosted_per_principal). On a meter that fails to create it,
-// a no-op counter.
+// max_concurrent), "server_pool" (its session pool), "hosted_tasks"
+// (tasks.max_hosted_per_principal) or "session_store" (the store that
+// keeps sessions failed, and the request got 503). On a meter that fails
+// to create it, a no-op counter.
 func RateLimitRejections(m metric.Meter) metric.Int64Counter {
 	c, err := m.Int64Counter("mcpgw.rate_limit.rejections",
 		metric.WithUnit("{request}"),

@@ -79,7 +79,7 @@ const shuttingDownMsg = "the gateway is shutting down and takes no new requests;
 
 var (
 	refuseShutdown = &refusal{status: http.StatusServiceUnavailable, code: jsonrpc.CodeInternalError, msg: shuttingDownMsg, retryAfter: "1"}
-	refuseStore    = &refusal{status: http.StatusServiceUnavailable, code: jsonrpc.CodeInternalError,
+	refuseStore    = &refusal{status: http.StatusServiceUnavailable, code: jsonrpc.CodeInternalError, reason: "session_store",
 		msg: "the gateway could not reach its session store; retry shortly", retryAfter: "1"}
 )
 

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/mcpgw/mcpgw/telemetry"
 )
 
 // memStore is a SessionStore in memory, shared by the Handlers of a test
@@ -487,4 +491,52 @@ func TestRestore_SessionInputTagged(t *testing.T) {
 	if err := <-asked; err != nil {
 		t.Errorf("the input request: %v", err)
 	}
+}
+
+// TestRestore_StoreFailsCounted: each request refused because the session
+// store failed (initialize, a restore, a DELETE) is counted in the
+// rejections metric, under the reason "session_store".
+func TestRestore_StoreFailsCounted(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	st := newMemStore()
+	opts := Options{Secret: testSecret, Store: st}
+	a := newEnv(t, opts)
+	sid := a.initialize(V20251125)
+	opts.MeterProvider = mp
+	b := restart(t, a, opts)
+	st.setFail(errors.New("disk on fire"))
+	if r := b.post(sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a restore: status %d, want 503", r.StatusCode)
+	}
+	if r := b.post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`); r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("initialize: status %d, want 503", r.StatusCode)
+	}
+	if got := rejections(t, reader, "session_store"); got != 2 {
+		t.Errorf("%d rejections for the session store, want 2", got)
+	}
+}
+
+// rejections returns the count of the rejections metric for reason.
+func rejections(t *testing.T, reader *sdkmetric.ManualReader, reason string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok || m.Name != "mcpgw.rate_limit.rejections" {
+				continue
+			}
+			for _, p := range sum.DataPoints {
+				if v, ok := p.Attributes.Value(telemetry.Reason); ok && v.AsString() == reason {
+					return p.Value
+				}
+			}
+		}
+	}
+	return 0
 }

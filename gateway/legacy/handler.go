@@ -475,9 +475,9 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
+// writeShuttingDown answers that the gateway takes no new work.
 func writeShuttingDown(w http.ResponseWriter, id jsonrpc.ID) {
-	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, id, jsonrpc.CodeInternalError, shuttingDownMsg, nil)
+	refuseShutdown.send(w, id)
 }
 
 // accepts reports whether the Accept header lists media type typ, directly

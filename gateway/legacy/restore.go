@@ -83,11 +83,17 @@ var (
 		msg: "the gateway could not reach its session store; retry shortly", retryAfter: "1"}
 )
 
-// write answers req with ref and returns the error it sent.
+// write answers req with ref, counting it in the rejections metric when
+// it has a reason, and returns the error it sent.
 func (ref *refusal) write(w http.ResponseWriter, req *http.Request, h *Handler, id jsonrpc.ID) *jsonrpc.Error {
 	if ref.reason != "" {
 		h.rejected(req.Context(), ref.reason)
 	}
+	return ref.send(w, id)
+}
+
+// send writes ref's answer and returns the error it sent.
+func (ref *refusal) send(w http.ResponseWriter, id jsonrpc.ID) *jsonrpc.Error {
 	w.Header().Set("Retry-After", ref.retryAfter)
 	jerr := jsonrpc.NewError(ref.code, ref.msg, ref.data)
 	writeJSON(w, ref.status, errorMessage(id, jerr))

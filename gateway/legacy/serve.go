@@ -577,7 +577,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 			calls[i] = c
 			forward = forward || !local(m.Method)
 		case status == http.StatusServiceUnavailable:
-			jerr = jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway is shutting down and takes no new requests; retry shortly", nil)
+			jerr = jsonrpc.NewError(refuseShutdown.code, refuseShutdown.msg, nil)
 		case status == http.StatusNotFound:
 			jerr = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the session ended", nil)
 		}

@@ -21,8 +21,6 @@ type stream struct {
 	events  []event // ascending seq; the oldest may have been dropped
 	bytes   int64
 	lastSeq uint64 // seq of the newest event appended; 0 before any
-	// responses counts the events of events that are responses.
-	responses int
 	// delivered is the highest seq a connection wrote and flushed.
 	delivered uint64
 	// pending counts the calls whose response is still to be appended;
@@ -217,32 +215,21 @@ func (h *Handler) appendEventLocked(st *stream, msg []byte, response bool) {
 	}
 	st.events = append(st.events, event{seq: st.lastSeq, block: b.Bytes(), response: response})
 	st.bytes += int64(b.Len())
-	if response {
-		st.responses++
-	}
-	if st.overLocked(h.opts.MaxStreamEvents, h.opts.MaxStreamBytes) {
-		st.trimLocked(h.opts.MaxStreamEvents, h.opts.MaxStreamBytes)
-	}
+	st.trimLocked(h.opts.MaxStreamEvents, h.opts.MaxStreamBytes)
 	st.poke()
 }
 
-// overLocked reports whether st's buffer is beyond the bounds with an
-// event it may drop: one that is neither a response nor the newest.
-func (st *stream) overLocked(maxEvents int, maxBytes int64) bool {
-	droppable := len(st.events) - st.responses
-	if !st.events[len(st.events)-1].response {
-		droppable-- // the newest stays
-	}
-	return droppable > 0 && (len(st.events) > maxEvents || st.bytes > maxBytes)
-}
-
 // trimLocked drops the oldest events that are neither responses nor the
-// newest until st's buffer is within the bounds, or nothing more may go.
+// newest while st's buffer is beyond the bounds.
 func (st *stream) trimLocked(maxEvents int, maxBytes int64) {
-	last := len(st.events) - 1
+	n := len(st.events)
+	if n <= maxEvents && st.bytes <= maxBytes {
+		return
+	}
 	kept := st.events[:0]
 	for i, e := range st.events {
-		if i < last && !e.response && (len(st.events)-(i-len(kept)) > maxEvents || st.bytes > maxBytes) {
+		if i < len(st.events)-1 && !e.response && (n > maxEvents || st.bytes > maxBytes) {
+			n--
 			st.bytes -= int64(len(e.block))
 			continue
 		}

@@ -322,6 +322,84 @@ func TestSessions_SurviveRestart(t *testing.T) {
 	}
 }
 
+// TestSessions_EndStored: after a restart, the sessions the database
+// holds and no client used yet are listed as stored; the admin API ends
+// one by its id and a client DELETEs its own, neither restoring them, and
+// both stay ended after another restart while the untouched one is served.
+func TestSessions_EndStored(t *testing.T) {
+	dir := t.TempDir()
+	g := startSessionsGateway(t, dir, "127.0.0.1:0")
+	listen := strings.TrimPrefix(g.URL, "http://")
+	byAdmin := initializeAs(t, g, aliceKey, "2025-03-26")
+	byClient := initializeAs(t, g, aliceKey, sessionsProtocolLatest)
+	untouched := initializeAs(t, g, bobKey, sessionsProtocolLatest)
+	g.stopWith(t, syscall.SIGTERM)
+	g = startSessionsGateway(t, dir, listen)
+
+	type listed struct {
+		ID              string `json:"id"`
+		Principal       string `json:"principal"`
+		ProtocolVersion string `json:"protocol_version"`
+		ClientName      string `json:"client_name"`
+		State           string `json:"state"`
+	}
+	list := func() []listed {
+		var body struct {
+			Sessions []listed `json:"sessions"`
+		}
+		g.adminGet(t, "/admin/sessions", &body)
+		return body.Sessions
+	}
+	var adminID string
+	sessions := list()
+	for _, s := range sessions {
+		if s.State != "stored" || s.ClientName != "raw" {
+			t.Errorf("after the restart: %+v, want a stored session of the raw client", s)
+		}
+		if s.Principal == "alice" && s.ProtocolVersion == "2025-03-26" {
+			adminID = s.ID
+		}
+	}
+	if len(sessions) != 3 || adminID == "" {
+		t.Fatalf("after the restart: %+v, want the three sessions stored", sessions)
+	}
+
+	if status, body := g.adminDo(t, http.MethodDelete, "/admin/sessions/"+adminID, g.Admin, ""); status != http.StatusNoContent {
+		t.Fatalf("DELETE /admin/sessions/%s = %d %s", adminID, status, body)
+	}
+	if status, _ := g.adminDo(t, http.MethodDelete, "/admin/sessions/"+adminID, g.Admin, ""); status != http.StatusNotFound {
+		t.Errorf("a second admin DELETE = %d, want 404", status)
+	}
+	if r := mcpReq(t, g, http.MethodDelete, bobKey, byClient, ""); r.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's DELETE of alice's stored session = %d, want 404", r.StatusCode)
+	}
+	if r := mcpReq(t, g, http.MethodDelete, aliceKey, byClient, ""); r.StatusCode != http.StatusOK {
+		t.Errorf("alice's DELETE of her stored session = %d, want 200", r.StatusCode)
+	}
+	if sessions := list(); len(sessions) != 1 || sessions[0].Principal != "bob" || sessions[0].State != "stored" {
+		t.Errorf("after the ends: %+v, want bob's stored session only", sessions)
+	}
+	for name, sid := range map[string]string{"admin": byAdmin, "client": byClient} {
+		if r := mcpReq(t, g, http.MethodPost, aliceKey, sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); r.StatusCode != http.StatusNotFound {
+			t.Errorf("the session ended by the %s: status %d, want 404", name, r.StatusCode)
+		}
+	}
+
+	g.stopWith(t, syscall.SIGTERM)
+	g = startSessionsGateway(t, dir, listen)
+	for name, sid := range map[string]string{"admin": byAdmin, "client": byClient} {
+		if r := mcpReq(t, g, http.MethodPost, aliceKey, sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); r.StatusCode != http.StatusNotFound {
+			t.Errorf("after another restart, the session ended by the %s: status %d, want 404", name, r.StatusCode)
+		}
+	}
+	if r := mcpReq(t, g, http.MethodPost, bobKey, untouched, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); r.StatusCode != http.StatusOK {
+		t.Errorf("the untouched session after another restart: status %d, want 200", r.StatusCode)
+	}
+	if sessions := list(); len(sessions) != 1 || sessions[0].State != "live" {
+		t.Errorf("after bob's request: %+v, want his session live", sessions)
+	}
+}
+
 // echoBatch returns a batch of n calls of the demo server's echo, with the
 // ids 1 to n.
 func echoBatch(n int) string {

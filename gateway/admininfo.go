@@ -57,4 +57,17 @@ type SessionInfo struct {
 	LastActiveAt    time.Time `json:"last_active_at"`
 	InFlight        int       `json:"in_flight"` // requests being answered
 	Stream          bool      `json:"stream"`    // a GET stream is connected
+	// State is SessionLive or SessionStored.
+	State string `json:"state"`
 }
+
+// The states of a SessionInfo.
+const (
+	// SessionLive is a session this process serves.
+	SessionLive = "live"
+	// SessionStored is a session only the session store holds: one from
+	// before a restart that no request restored yet. Its first request
+	// restores it; until then InFlight is 0, Stream false, and
+	// LastActiveAt as recorded (at most a janitor round behind).
+	SessionStored = "stored"
+)

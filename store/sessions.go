@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -74,6 +76,30 @@ func (s *SQLite) GetSession(ctx context.Context, id string) (Session, error) {
 		return Session{}, fmt.Errorf("getting a session: %w", err)
 	}
 	return sess, nil
+}
+
+// ListSessions returns the records last active at or after since, the
+// oldest created first (then by ID), at most limit of them. A listing
+// leaves out their Capabilities (nil): it says whose each session is and
+// which client, not what the client declared, and stays smaller.
+func (s *SQLite) ListSessions(ctx context.Context, since time.Time, limit int) ([]Session, error) {
+	if err := checkList(since, limit); err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	out, err := queryAll(ctx, s.r, scanSession, `SELECT id, principal, version, NULL, client_info, created_at, last_active_at
+		FROM sessions WHERE last_active_at >= ? ORDER BY created_at, id LIMIT ?`, formatTime(since), limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	return out, nil
+}
+
+// checkList reports what is wrong with ListSessions' arguments.
+func checkList(since time.Time, limit int) error {
+	if limit <= 0 {
+		return errors.New("the limit must be positive")
+	}
+	return checkTime("since", since)
 }
 
 // TouchSessions moves the LastActiveAt of each named session forward to
@@ -250,6 +276,34 @@ func (m *Memory) GetSession(ctx context.Context, id string) (Session, error) {
 		return Session{}, fmt.Errorf("getting a session: %w", ErrNotFound)
 	}
 	return normalizeSession(sess), nil
+}
+
+// ListSessions lists session records as (*SQLite).ListSessions does.
+func (m *Memory) ListSessions(ctx context.Context, since time.Time, limit int) ([]Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	if err := checkList(since, limit); err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	since = since.UTC().Round(0)
+	m.mu.Lock()
+	var out []Session
+	for _, sess := range m.sessions {
+		if !sess.LastActiveAt.Before(since) {
+			sess = normalizeSession(sess)
+			sess.Capabilities = nil
+			out = append(out, sess)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b Session) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out[:min(len(out), limit)], nil
 }
 
 // TouchSessions moves sessions' LastActiveAt forward, as

@@ -20,6 +20,7 @@ type sessionStore interface {
 	TouchSessions(context.Context, []SessionTouch) error
 	DeleteSessions(context.Context, ...string) error
 	DeleteIdleSessions(context.Context, time.Time) (int, error)
+	ListSessions(context.Context, time.Time, int) ([]Session, error)
 }
 
 var (
@@ -130,6 +131,69 @@ func TestSessions(t *testing.T) {
 	})
 }
 
+// TestListSessions: the records active since a time, oldest created
+// first and then by id, bounded, without the capabilities.
+func TestListSessions(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	rec := func(id string, created, active time.Duration) Session {
+		sess := session(id, now.Add(active))
+		sess.CreatedAt = now.Add(created)
+		return sess
+	}
+	recs := []Session{
+		rec("d", -time.Hour, 0),
+		rec("c", -3*time.Hour, 0),
+		rec("a", -3*time.Hour, 0),
+		rec("b", -2*time.Hour, -2*time.Hour),
+	}
+	tests := []struct {
+		name  string
+		since time.Duration
+		limit int
+		want  []string
+	}{
+		{"active ones", -time.Hour, 10, []string{"a", "c", "d"}},
+		{"bounded", -time.Hour, 2, []string{"a", "c"}},
+		{"all", -2 * time.Hour, 10, []string{"a", "c", "b", "d"}},
+		{"none", time.Hour, 10, nil},
+	}
+	forEachSessionStore(t, func(t *testing.T, s sessionStore) {
+		for _, r := range recs {
+			if err := s.PutSession(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tt := range tests {
+			got, err := s.ListSessions(t.Context(), now.Add(tt.since), tt.limit)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			var ids []string
+			for _, sess := range got {
+				ids = append(ids, sess.ID)
+				if sess.Capabilities != nil || string(sess.ClientInfo) != `{"name":"c","version":"1"}` || sess.Principal != "alice" {
+					t.Errorf("%s: %s listed as %+v; want it without its capabilities", tt.name, sess.ID, sess)
+				}
+			}
+			if diff := cmp.Diff(tt.want, ids); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+			}
+		}
+		for _, bad := range []struct {
+			since time.Time
+			limit int
+			want  string
+		}{
+			{now, 0, "limit must be positive"},
+			{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), 1, "since is outside"},
+		} {
+			if _, err := s.ListSessions(t.Context(), bad.since, bad.limit); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("ListSessions(%v, %d) = %v, want an error with %q", bad.since, bad.limit, err, bad.want)
+			}
+		}
+	})
+}
+
 func TestPutSession_Invalid(t *testing.T) {
 	now := time.Now()
 	tests := []struct {
@@ -208,6 +272,9 @@ func TestSessions_ContextCancelled(t *testing.T) {
 		}
 		if _, err := s.DeleteIdleSessions(ctx, now); !errors.Is(err, context.Canceled) {
 			t.Errorf("DeleteIdleSessions = %v", err)
+		}
+		if _, err := s.ListSessions(ctx, now, 1); !errors.Is(err, context.Canceled) {
+			t.Errorf("ListSessions = %v", err)
 		}
 	})
 }

@@ -332,11 +332,27 @@ func (s sessionStore) GetSession(ctx context.Context, id string) (legacy.Session
 	if err != nil {
 		return legacy.SessionRecord{}, false, err
 	}
+	return sessionRecord(sess), true, nil
+}
+
+func (s sessionStore) ListSessions(ctx context.Context, since time.Time, limit int) ([]legacy.SessionRecord, error) {
+	list, err := s.db.ListSessions(ctx, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]legacy.SessionRecord, len(list))
+	for i, sess := range list {
+		out[i] = sessionRecord(sess)
+	}
+	return out, nil
+}
+
+func sessionRecord(sess store.Session) legacy.SessionRecord {
 	return legacy.SessionRecord{
 		ID: sess.ID, Principal: sess.Principal, Version: sess.Version,
 		Capabilities: sess.Capabilities, ClientInfo: sess.ClientInfo,
 		Created: sess.CreatedAt, LastActive: sess.LastActiveAt,
-	}, true, nil
+	}
 }
 
 func (s sessionStore) TouchSessions(ctx context.Context, lastActive map[string]time.Time) error {

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -10,10 +11,12 @@ import (
 )
 
 // Sessions is what the API needs of an MCP edge to list and end its
-// sessions; *legacy.Handler has it.
+// sessions; *legacy.Handler has it. An error says its session store
+// failed: the listing is not given, the session is not ended.
 type Sessions interface {
-	AdminSessions() []gateway.SessionInfo
-	EndSession(id string) bool
+	AdminSessions(ctx context.Context) ([]gateway.SessionInfo, error)
+	// EndSession reports whether there was a session with the id.
+	EndSession(ctx context.Context, id string) (bool, error)
 }
 
 // Bounds of GET /admin/events.
@@ -52,7 +55,11 @@ func (a *API) events(c echo.Context) error {
 func (a *API) sessions(c echo.Context) error {
 	list := []gateway.SessionInfo{}
 	if a.opts.Sessions != nil {
-		list = a.opts.Sessions.AdminSessions()
+		var err error
+		if list, err = a.opts.Sessions.AdminSessions(c.Request().Context()); err != nil {
+			a.logger.Error("listing the sessions failed", "err", err)
+			return fail(c, http.StatusServiceUnavailable, "listing the sessions failed: the session store did not answer; retry")
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"sessions": list})
 }
@@ -60,7 +67,15 @@ func (a *API) sessions(c echo.Context) error {
 // endSession serves DELETE /admin/sessions/{id}.
 func (a *API) endSession(c echo.Context) error {
 	id := c.Param("id")
-	if a.opts.Sessions == nil || !a.opts.Sessions.EndSession(id) {
+	if a.opts.Sessions == nil {
+		return fail(c, http.StatusNotFound, "unknown session "+quote(id))
+	}
+	found, err := a.opts.Sessions.EndSession(c.Request().Context(), id)
+	switch {
+	case err != nil:
+		a.logger.Error("ending a session failed", "session_id", id, "err", err)
+		return fail(c, http.StatusServiceUnavailable, "the session was not ended: the session store did not answer, and a session still stored would be served again after a restart; retry")
+	case !found:
 		return fail(c, http.StatusNotFound, "unknown session "+quote(id))
 	}
 	a.logger.Info("session ended through the admin API", "session_id", id)

@@ -57,28 +57,36 @@ func TestEvents(t *testing.T) {
 	}
 }
 
-// fakeSessions is an edge's sessions.
+// fakeSessions is an edge's sessions; fail makes its methods fail as a
+// session store that does not answer does.
 type fakeSessions struct {
 	mu   sync.Mutex
 	list []gateway.SessionInfo
+	fail error
 }
 
-func (f *fakeSessions) AdminSessions() []gateway.SessionInfo {
+func (f *fakeSessions) AdminSessions(context.Context) ([]gateway.SessionInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]gateway.SessionInfo{}, f.list...)
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	return append([]gateway.SessionInfo{}, f.list...), nil
 }
 
-func (f *fakeSessions) EndSession(id string) bool {
+func (f *fakeSessions) EndSession(_ context.Context, id string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail != nil {
+		return false, f.fail
+	}
 	for i, s := range f.list {
 		if s.ID == id {
 			f.list = append(f.list[:i], f.list[i+1:]...)
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 func TestSessions(t *testing.T) {
@@ -87,14 +95,34 @@ func TestSessions(t *testing.T) {
 		t.Errorf("no edge: %d %s", status, body)
 	}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	ev.api.opts.Sessions = &fakeSessions{list: []gateway.SessionInfo{
-		{ID: "a1", Principal: "alice", ProtocolVersion: "2025-11-25", ClientName: "claude", CreatedAt: now, LastActiveAt: now, InFlight: 1, Stream: true},
-		{ID: "b2", Principal: "anonymous", ProtocolVersion: "2025-03-26", CreatedAt: now, LastActiveAt: now},
+	sessions := &fakeSessions{list: []gateway.SessionInfo{
+		{ID: "a1", Principal: "alice", ProtocolVersion: "2025-11-25", ClientName: "claude", CreatedAt: now, LastActiveAt: now, InFlight: 1, Stream: true, State: gateway.SessionLive},
+		{ID: "b2", Principal: "anonymous", ProtocolVersion: "2025-03-26", CreatedAt: now, LastActiveAt: now, State: gateway.SessionStored},
 	}}
+	ev.api.opts.Sessions = sessions
 	status, body := ev.do(t, http.MethodGet, "/admin/sessions", "", token)
-	if status != 200 || !strings.Contains(string(body), `"id":"a1","principal":"alice"`) || !strings.Contains(string(body), `"id":"b2"`) {
+	if status != 200 || !strings.Contains(string(body), `"id":"a1","principal":"alice"`) || !strings.Contains(string(body), `"id":"b2"`) ||
+		!strings.Contains(string(body), `"stream":false,"state":"stored"`) {
 		t.Errorf("GET /admin/sessions = %d %s", status, body)
 	}
+
+	// A session store that fails: no listing, and nothing ended, with
+	// 503 and nothing of the store's error.
+	sessions.mu.Lock()
+	sessions.fail = errors.New("disk on fire")
+	sessions.mu.Unlock()
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		path := "/admin/sessions"
+		if method == http.MethodDelete {
+			path += "/a1"
+		}
+		if status, body := ev.do(t, method, path, "", token); status != http.StatusServiceUnavailable || strings.Contains(string(body), "disk") {
+			t.Errorf("%s %s with a failing store = %d %s, want 503 without the store's error", method, path, status, body)
+		}
+	}
+	sessions.mu.Lock()
+	sessions.fail = nil
+	sessions.mu.Unlock()
 	if status, _ := ev.do(t, http.MethodDelete, "/admin/sessions/a1", "", token); status != http.StatusNoContent {
 		t.Errorf("DELETE a1 = %d", status)
 	}

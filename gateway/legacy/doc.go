@@ -51,8 +51,9 @@
 // principal, version, the client's capabilities and clientInfo, created,
 // last active) is written at initialize, before the client gets the id;
 // the janitor carries its activity forward once a round (a busy session
-// counts as active); DELETE, the idle timeout and the admin API delete it
-// (DELETE first, and fails with 503 if it cannot); shutting down keeps it.
+// counts as active); the idle timeout deletes it, and so do DELETE and the
+// admin API, first: if they cannot, the session goes on and they fail
+// (503); shutting down keeps it.
 //
 //	process A: initialize ─► record; id = seal{A, principal, nonce, t}
 //	             … SIGTERM or SIGKILL …
@@ -61,6 +62,13 @@
 //	   there, the caller's, not idle past IdleTimeout (plus a janitor
 //	   round: the record may lag by one) ─► admitted under the caps like a
 //	   new session (503, 429) ─► served, as the same short id
+//
+// A session ended for good is not brought back by a restore that read its
+// record just before: the Handler remembers the short ids of the sessions
+// that ended here (the most recent maxEnded) and admits none of them. A
+// session the store holds and no request restored yet is ended by the
+// admin API without being restored: it names the session by its short id
+// and lists it as "stored".
 //
 // Whatever names the replica in the id does not matter: a process serves
 // any session its store holds. A restored session keeps its version,

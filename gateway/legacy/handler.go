@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/metric"
 
@@ -47,6 +48,9 @@ const (
 // maxFinishedStreams caps the finished, not fully written streams a
 // session keeps for resumption; beyond it the oldest is dropped.
 const maxFinishedStreams = 32
+
+// maxEnded bounds Handler.ended.
+const maxEnded = 10000
 
 // Options configures a Handler.
 type Options struct {
@@ -151,6 +155,11 @@ type Handler struct {
 	sessions     map[string]*session // by short id
 	byToken      map[string]*session // by the Mcp-Session-Id issued
 	perPrincipal map[string]int
+	// ended are the short ids of the most recent sessions that ended for
+	// good here, added with their removal from the table: a restore that
+	// read a record before its session ended must not admit it again
+	// (admit). Such a restore is at most storeTimeout behind.
+	ended *lru.Cache[string, struct{}]
 
 	// calls counts the core calls in flight; conns the HTTP
 	// handlers in progress. Both are only added to under mu, in the
@@ -243,6 +252,7 @@ func New(opts Options) (*Handler, error) {
 	case principal == nil:
 		principal = func(*http.Request) string { return gateway.Anonymous }
 	}
+	ended, _ := lru.New[string, struct{}](maxEnded) // fails only for a size <= 0
 	h := &Handler{
 		opts:         opts,
 		core:         opts.Core,
@@ -255,6 +265,7 @@ func New(opts Options) (*Handler, error) {
 		byToken:      make(map[string]*session),
 		taken:        make(map[net.Conn]struct{}),
 		perPrincipal: make(map[string]int),
+		ended:        ended,
 		stopJanitor:  make(chan struct{}),
 		janitorDone:  make(chan struct{}),
 		closed:       make(chan struct{}),

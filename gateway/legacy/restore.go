@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -48,6 +49,10 @@ type SessionStore interface {
 	DeleteSessions(ctx context.Context, ids ...string) error
 	// DeleteIdleSessions deletes the records last active before before.
 	DeleteIdleSessions(ctx context.Context, before time.Time) error
+	// ListSessions returns the records last active at or after since, the
+	// oldest created first (then by ID), at most limit (positive) of them;
+	// their Capabilities may be left out.
+	ListSessions(ctx context.Context, since time.Time, limit int) ([]SessionRecord, error)
 }
 
 // MaxClientJSON bounds the capabilities, and the clientInfo, a client may
@@ -145,48 +150,19 @@ func (h *Handler) recordNew(ctx context.Context, s *session) *refusal {
 // principal's id, no record (ended, or never stored), a record idle past
 // IdleTimeout. A cap or a store that fails refuses it instead.
 func (h *Handler) restore(r *http.Request, sid string) (*session, *refusal) {
-	payload, err := h.sealer.Open(sid)
-	if err != nil {
+	key, principal, ok := h.storedKey(r, sid)
+	if !ok {
 		return nil, nil
 	}
-	var tok token
-	if json.Unmarshal(payload, &tok) != nil || len(tok.Nonce) != nonceLen {
-		return nil, nil
-	}
-	if h.opts.Store == nil {
-		if tok.Replica != h.opts.Replica {
-			h.logger.Debug("request for another replica's session", "replica", tok.Replica)
-		}
-		return nil, nil
-	}
-	principal := h.principal(r)
-	if tok.Principal != principal {
-		return nil, nil
-	}
-	key := hex.EncodeToString(tok.Nonce)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
-	rec, found, err := h.opts.Store.GetSession(ctx, key)
-	cancel()
+	rec, found, err := h.servable(r.Context(), key, principal)
 	if err != nil {
 		h.logger.Error("reading a session from the store failed", "session_id", key, "err", err)
 		return nil, refuseStore
 	}
-	now := time.Now()
-	switch {
-	case !found:
-		return nil, nil
-	case rec.Principal != principal || !supported(rec.Version):
-		h.logger.Warn("a stored session does not match its id; not serving it", "session_id", key)
-		return nil, nil
-	case now.Sub(rec.LastActive) >= h.opts.IdleTimeout+h.janitorInterval():
-		// The store's last activity may lag by a janitor round: only
-		// past that is the session surely idle.
-		if err := h.deleteRecords(key); err != nil {
-			h.logger.Error("deleting an idle session's record failed", "session_id", key, "err", err)
-		}
+	if !found {
 		return nil, nil
 	}
-	s := h.newSession(key, principal, rec.Version, rec.Capabilities, rec.ClientInfo, rec.Created, now)
+	s := h.newSession(key, principal, rec.Version, rec.Capabilities, rec.ClientInfo, rec.Created, time.Now())
 	s.tag = h.epoch
 	s.stored, s.storedActive = true, rec.LastActive
 	// Its input requests get ids the old process did not give: a late
@@ -204,9 +180,102 @@ func (h *Handler) restore(r *http.Request, sid string) (*session, *refusal) {
 	return held, nil
 }
 
+// storedKey opens the session id sid of a request for a session this
+// process does not hold, and returns the short id of the session the
+// store may keep for the request's principal. ok is false when there is
+// no store, the seal does not open, or the id is another principal's.
+func (h *Handler) storedKey(r *http.Request, sid string) (key, principal string, ok bool) {
+	payload, err := h.sealer.Open(sid)
+	if err != nil {
+		return "", "", false
+	}
+	var tok token
+	if json.Unmarshal(payload, &tok) != nil || len(tok.Nonce) != nonceLen {
+		return "", "", false
+	}
+	if h.opts.Store == nil {
+		if tok.Replica != h.opts.Replica {
+			h.logger.Debug("request for another replica's session", "replica", tok.Replica)
+		}
+		return "", "", false
+	}
+	principal = h.principal(r)
+	if tok.Principal != principal {
+		return "", "", false
+	}
+	return hex.EncodeToString(tok.Nonce), principal, true
+}
+
+// servable returns the record of the session key for principal (any, when
+// ""), if there is one this process could serve: not of a session that
+// ended here, not another principal's, not idle past IdleTimeout (such a
+// record is deleted).
+func (h *Handler) servable(ctx context.Context, key, principal string) (SessionRecord, bool, error) {
+	if h.ended.Contains(key) {
+		return SessionRecord{}, false, nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	rec, found, err := h.opts.Store.GetSession(sctx, key)
+	cancel()
+	switch {
+	case err != nil:
+		return SessionRecord{}, false, err
+	case !found:
+		return SessionRecord{}, false, nil
+	case (principal != "" && rec.Principal != principal) || !supported(rec.Version):
+		h.logger.Warn("a stored session does not match its id; not serving it", "session_id", key)
+		return SessionRecord{}, false, nil
+	case time.Since(rec.LastActive) >= h.idleAfter():
+		if err := h.deleteRecords(key); err != nil {
+			h.logger.Error("deleting an idle session's record failed", "session_id", key, "err", err)
+		}
+		return SessionRecord{}, false, nil
+	}
+	return rec, true, nil
+}
+
+// idleAfter is how long a record may go without activity before its
+// session is surely idle: the store's last activity may lag by a janitor
+// round.
+func (h *Handler) idleAfter() time.Duration {
+	return h.opts.IdleTimeout + h.janitorInterval()
+}
+
+// endStored ends for good the session key that this process does not
+// hold, without admitting it (a cap does not stand in the way of ending
+// a session): it deletes the record, if there is one this process could
+// serve for principal (any, when ""), and reports whether there was.
+// A restore that read the record before is refused (admit); one that
+// admitted it meanwhile has its session ended here.
+func (h *Handler) endStored(ctx context.Context, key, principal string, cause error) (bool, error) {
+	if h.opts.Store == nil {
+		return false, nil
+	}
+	_, found, err := h.servable(ctx, key, principal)
+	if err != nil {
+		return false, fmt.Errorf("reading the session's record: %w", err)
+	}
+	if !found {
+		return false, nil
+	}
+	if err := h.deleteRecords(key); err != nil {
+		return false, fmt.Errorf("deleting the session's record: %w", err)
+	}
+	h.mu.Lock()
+	h.ended.Add(key, struct{}{})
+	s := h.sessions[key]
+	h.mu.Unlock()
+	if s != nil {
+		h.end(s, cause)
+	}
+	h.logger.Debug("stored session ended", "session_id", key, "reason", cause.Error())
+	return true, nil
+}
+
 // admit puts s, whose id is sid, in the session table, or refuses it (the
-// Handler is closing, a cap is reached). When the table already holds the
-// session (a request restored it meanwhile) it returns that one.
+// session ended for good, the Handler is closing, a cap is reached). When
+// the table already holds the session (a request restored it meanwhile)
+// it returns that one.
 func (h *Handler) admit(s *session, sid string) (*session, *refusal) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -214,6 +283,9 @@ func (h *Handler) admit(s *session, sid string) (*session, *refusal) {
 		return held, nil
 	}
 	switch {
+	case h.ended.Contains(s.key):
+		// A restore that read the record before the session ended.
+		return nil, nil
 	case h.state != running:
 		return nil, refuseShutdown
 	case h.sessions[s.key] != nil:
@@ -297,7 +369,7 @@ func (h *Handler) persist(ss []*session, now time.Time) {
 			}
 		}
 	}
-	if err := h.opts.Store.DeleteIdleSessions(ctx, now.Add(-h.opts.IdleTimeout-h.janitorInterval())); err != nil {
+	if err := h.opts.Store.DeleteIdleSessions(ctx, now.Add(-h.idleAfter())); err != nil {
 		h.logger.Error("deleting the records of idle sessions failed", "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/telemetry"
 )
 
@@ -26,6 +28,9 @@ type memStore struct {
 	mu   sync.Mutex
 	recs map[string]SessionRecord
 	fail error
+	// afterGet, if set, runs after GetSession read a record, outside mu:
+	// a test holds a restore there.
+	afterGet func(id string)
 }
 
 func newMemStore() *memStore { return &memStore{recs: map[string]SessionRecord{}} }
@@ -42,11 +47,15 @@ func (m *memStore) PutSession(_ context.Context, rec SessionRecord) error {
 
 func (m *memStore) GetSession(_ context.Context, id string) (SessionRecord, bool, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail != nil {
-		return SessionRecord{}, false, m.fail
-	}
 	rec, ok := m.recs[id]
+	fail, hook := m.fail, m.afterGet
+	m.mu.Unlock()
+	if fail != nil {
+		return SessionRecord{}, false, fail
+	}
+	if hook != nil {
+		hook(id)
+	}
 	return rec, ok, nil
 }
 
@@ -91,6 +100,27 @@ func (m *memStore) DeleteIdleSessions(_ context.Context, before time.Time) error
 	return nil
 }
 
+func (m *memStore) ListSessions(_ context.Context, since time.Time, limit int) ([]SessionRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return nil, m.fail
+	}
+	var out []SessionRecord
+	for _, rec := range m.recs {
+		if !rec.LastActive.Before(since) {
+			out = append(out, rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b SessionRecord) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out[:min(len(out), limit)], nil
+}
+
 func (m *memStore) get(id string) (SessionRecord, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -105,6 +135,12 @@ func (m *memStore) edit(id string, f func(*SessionRecord)) {
 	rec := m.recs[id]
 	f(&rec)
 	m.recs[id] = rec
+}
+
+func (m *memStore) setAfterGet(f func(id string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.afterGet = f
 }
 
 func (m *memStore) setFail(err error) {
@@ -188,8 +224,8 @@ func TestRestore(t *testing.T) {
 		t.Errorf("restored session: version %s, caps %s, client %q, principal %q, created %v (want %v)",
 			s.version, s.caps, s.clientName, s.principal, s.created, created)
 	}
-	infos := b.h.AdminSessions()
-	if len(infos) != 1 || infos[0].ID != key || infos[0].ClientName != "test" {
+	infos, err := b.h.AdminSessions(t.Context())
+	if err != nil || len(infos) != 1 || infos[0].ID != key || infos[0].ClientName != "test" || infos[0].State != gateway.SessionLive {
 		t.Errorf("AdminSessions after the restore: %+v", infos)
 	}
 	// A batch: the session is still 2025-03-26.
@@ -224,8 +260,8 @@ func TestRestore_Refused(t *testing.T) {
 			}
 		}, status: http.StatusNotFound},
 		{name: "ended by the admin API", before: func(t *testing.T, e *env, _ *memStore, sid string) {
-			if !e.h.EndSession(keyOf(t, e.h, sid)) {
-				t.Fatal("EndSession found nothing")
+			if found, err := e.h.EndSession(t.Context(), keyOf(t, e.h, sid)); !found || err != nil {
+				t.Fatalf("EndSession = %v, %v", found, err)
 			}
 		}, status: http.StatusNotFound},
 		{name: "idle too long", before: func(t *testing.T, e *env, st *memStore, sid string) {

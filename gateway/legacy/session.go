@@ -173,14 +173,21 @@ func (h *Handler) newSession(key, principal, version string, caps, info json.Raw
 	s.ask = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		return h.sessionInput(ctx, s, method, params)
 	}
+	s.clientName, s.clientVersion = clientOf(info)
+	return s
+}
+
+// clientOf returns the name and version of a client's clientInfo, or ""
+// for what it lacks.
+func clientOf(info json.RawMessage) (name, version string) {
 	var impl struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	}
 	if len(info) > 0 && json.Unmarshal(info, &impl) == nil {
-		s.clientName, s.clientVersion = impl.Name, impl.Version
+		return impl.Name, impl.Version
 	}
-	return s
+	return "", ""
 }
 
 // create makes a session for an initialize request and returns it with its
@@ -209,14 +216,26 @@ func (h *Handler) create(r *http.Request, version string, caps, info json.RawMes
 // restore its session from the store (restore). A refusal says why a
 // session that exists cannot be served now (a cap, the store).
 func (h *Handler) lookup(r *http.Request, id string) (*session, *refusal) {
-	h.mu.Lock()
-	s := h.byToken[id]
-	h.mu.Unlock()
+	s := h.held(id)
 	if s == nil {
 		return h.restore(r, id)
 	}
+	return h.live(r, s), nil
+}
+
+// held returns the session of the table issued the id, or nil.
+func (h *Handler) held(id string) *session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byToken[id]
+}
+
+// live returns s, a session of the table, marked active, or nil when it
+// is another principal's than the request's, ended, or idle past the
+// timeout (it then ends).
+func (h *Handler) live(r *http.Request, s *session) *session {
 	if s.principal != h.principal(r) {
-		return nil, nil
+		return nil
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -224,15 +243,15 @@ func (h *Handler) lookup(r *http.Request, id string) (*session, *refusal) {
 		s.endLocked(errExpired)
 		s.mu.Unlock()
 		h.remove(s, errExpired)
-		return nil, nil
+		return nil
 	}
 	ended := s.ended
 	s.lastActive = now
 	s.mu.Unlock()
 	if ended {
-		return nil, nil
+		return nil
 	}
-	return s, nil
+	return s
 }
 
 // end ends s: its calls are cancelled with cause, its streams closed, and
@@ -244,11 +263,27 @@ func (h *Handler) end(s *session, cause error) {
 	h.remove(s, cause)
 }
 
+// endForGood ends s for good (DELETE, the admin API). Its record goes
+// first: a session that ended here but is still stored would be served
+// again after a restart. When the record cannot be deleted, s goes on and
+// the error is returned.
+func (h *Handler) endForGood(s *session, cause error) error {
+	if err := h.forget(s); err != nil {
+		return fmt.Errorf("deleting the session's record: %w", err)
+	}
+	h.end(s, cause)
+	return nil
+}
+
 // remove drops an ended session from the table, and its record from the
 // store unless it only ended here: a gateway that shuts down keeps its
-// sessions' records, for the process that comes next.
+// sessions' records, for the process that comes next. A session that
+// ended for good is remembered as such (see admit).
 func (h *Handler) remove(s *session, cause error) {
 	h.mu.Lock()
+	if cause != errShutdown {
+		h.ended.Add(s.key, struct{}{})
+	}
 	removed := h.sessions[s.key] == s
 	if removed {
 		delete(h.sessions, s.key)

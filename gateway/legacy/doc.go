@@ -66,9 +66,10 @@
 // A session ended for good is not brought back by a restore that read its
 // record just before: the Handler remembers the short ids of the sessions
 // that ended here (the most recent maxEnded) and admits none of them. A
-// session the store holds and no request restored yet is ended by the
-// admin API without being restored: it names the session by its short id
-// and lists it as "stored".
+// session the store holds and no request restored yet is ended without
+// being restored, so that no cap stands in the way: by DELETE (its
+// principal's) and by the admin API, which names it by its short id and
+// lists it as "stored".
 //
 // Whatever names the replica in the id does not matter: a process serves
 // any session its store holds. A restored session keeps its version,

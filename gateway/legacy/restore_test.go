@@ -495,6 +495,49 @@ func TestInitialize_ClientJSONBound(t *testing.T) {
 	}
 }
 
+// TestRestore_DeleteOverCap: after a restart, a client at its session cap
+// can still DELETE a stored session: ending it admits nothing. Another
+// principal's DELETE of it ends nothing, and neither does one the store
+// fails (503).
+func TestRestore_DeleteOverCap(t *testing.T) {
+	st := newMemStore()
+	a := newEnv(t, Options{Secret: testSecret, Store: st})
+	sid := a.initialize(V20251125, principalHeader, "alice")
+	key := keyOf(t, a.h, sid)
+	b := restart(t, a, Options{Secret: testSecret, Store: st, MaxSessionsPerPrincipal: 1})
+	b.initialize(V20251125, principalHeader, "alice") // fills the cap
+
+	if r := b.do(b.request(http.MethodDelete, sid, "", principalHeader, "mallory")); r.StatusCode != http.StatusNotFound {
+		t.Errorf("another principal's DELETE: status %d, want 404", r.StatusCode)
+	}
+	if _, ok := st.get(key); !ok {
+		t.Fatal("another principal's DELETE deleted the record")
+	}
+	st.setFail(errors.New("disk on fire"))
+	if r := b.do(b.request(http.MethodDelete, sid, "", principalHeader, "alice")); r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("DELETE with a failing store: status %d, want 503", r.StatusCode)
+	}
+	st.setFail(nil)
+	if _, ok := st.get(key); !ok {
+		t.Fatal("a DELETE the store failed deleted the record")
+	}
+	if r := b.do(b.request(http.MethodDelete, sid, "", principalHeader, "alice")); r.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE of the stored session at the cap: status %d, want 200: %s", r.StatusCode, readAll(t, r))
+	}
+	if _, ok := st.get(key); ok {
+		t.Error("the deleted session kept its record")
+	}
+	if n := len(b.h.Sessions()); n != 1 {
+		t.Errorf("%d sessions, want only the one filling the cap", n)
+	}
+	if r := b.do(b.request(http.MethodDelete, sid, "", principalHeader, "alice")); r.StatusCode != http.StatusNotFound {
+		t.Errorf("a second DELETE: status %d, want 404", r.StatusCode)
+	}
+	if r := b.post(sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, principalHeader, "alice"); r.StatusCode != http.StatusNotFound {
+		t.Errorf("the deleted session: status %d, want 404", r.StatusCode)
+	}
+}
+
 // TestRestore_SessionInputTagged: on a restored session, stream 0 made by
 // an input request outside any call, before the GET, marks its event ids
 // as this process's, as one a GET made does.

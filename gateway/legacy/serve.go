@@ -38,8 +38,8 @@ func local(method string) bool {
 	return strings.HasSuffix(method, "/list")
 }
 
-// requireSession returns the session a GET or DELETE names, or answers
-// the request itself (400 with missing, when it names none) and returns nil.
+// requireSession returns the session a GET names, or answers the request
+// itself (400 with missing, when it names none) and returns nil.
 func (h *Handler) requireSession(w http.ResponseWriter, r *http.Request, missing string) *session {
 	sid := r.Header.Get(HeaderSessionID)
 	if sid == "" {
@@ -739,21 +739,43 @@ func (h *Handler) openStandalone(c echo.Context, s *session) error {
 	return nil
 }
 
-// delete serves DELETE /mcp: the client ends its session.
+// delete serves DELETE /mcp: the client ends its session. A session this
+// process does not hold is ended in the store, without being restored
+// first: a cap that would refuse its restore must not keep its client
+// from ending it.
 func (h *Handler) delete(c echo.Context) error {
 	r, w := c.Request(), c.Response()
-	s := h.requireSession(w, r, "DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end")
-	if s == nil {
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end", nil)
 		return nil
 	}
-	// The record goes first: a session that ended here but is still
-	// stored would be served again after a restart.
-	if err := h.forget(s); err != nil {
-		h.logger.Error("deleting a session's record failed; the session goes on", "session_id", s.key, "err", err)
+	if !checkVersionHeader(w, r) {
+		return nil
+	}
+	var (
+		found bool
+		err   error
+		key   string
+	)
+	if s := h.held(sid); s != nil {
+		if s = h.live(r, s); s != nil {
+			found, key = true, s.key
+			err = h.endForGood(s, errDeleted)
+		}
+	} else if k, principal, ok := h.storedKey(r, sid); ok {
+		key = k
+		found, err = h.endStored(r.Context(), key, principal, errDeleted)
+	}
+	switch {
+	case err != nil:
+		h.logger.Error("ending a session failed; the session goes on", "session_id", key, "err", err)
 		refuseStore.write(w, r, h, jsonrpc.ID{})
-		return nil
+	case !found:
+		writeNoSession(w)
+	default:
+		w.WriteHeader(http.StatusOK)
 	}
-	h.end(s, errDeleted)
-	w.WriteHeader(http.StatusOK)
 	return nil
 }

@@ -102,7 +102,7 @@ const ScopeName = "github.com/mcpgw/mcpgw"
 func RateLimitRejections(m metric.Meter) metric.Int64Counter {
 	c, err := m.Int64Counter("mcpgw.rate_limit.rejections",
 		metric.WithUnit("{request}"),
-		metric.WithDescription("Requests refused by a rate or concurrency limit, by the limit (mcpgw.reason)."))
+		metric.WithDescription("Requests refused by a limit, or because the session store failed, by reason (mcpgw.reason)."))
 	if err != nil {
 		return noopmetric.Int64Counter{}
 	}

@@ -36,6 +36,11 @@ type Request struct {
 	Session string
 	// Client is what the client declared for this request.
 	Client Client
+	// LogLevel is the lowest level of the log messages the client asked
+	// for with this request (the modern era's per-request logLevel); ""
+	// asks for none. The legacy edge leaves it "": a session's level is
+	// set with logging/setLevel.
+	LogLevel string
 	// Notify receives the notifications that belong to this request
 	// (progress, log messages) in the order they arrive; the edge writes
 	// them on this request's own stream. It must not block for long. Nil

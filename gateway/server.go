@@ -743,6 +743,10 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		Notify:  func(m *jsonrpc.Message) { s.callNotification(req, server, who, m) },
 		Request: s.inputHandler(req, server, who, timer),
 		Header:  req.Header,
+		// What the client declared: a modern server is told on each
+		// request what the gateway may serve on the client's behalf.
+		Capabilities: req.Client.Capabilities,
+		LogLevel:     req.LogLevel,
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {

@@ -111,6 +111,16 @@ type CallHooks struct {
 	// without forward_headers, it is ignored. It is read, never changed.
 	// Nil forwards nothing.
 	Header http.Header
+	// Capabilities are the client capabilities the call's client declared
+	// (raw JSON; nil when unknown). A server of the modern era is told,
+	// on each request, those of them the gateway can serve on the call's
+	// behalf; a legacy server ignores them (it learnt the gateway's own at
+	// initialize).
+	Capabilities json.RawMessage
+	// LogLevel is the lowest level of the log messages the call's client
+	// asked for with this request ("" for none), which a modern server is
+	// told on the request. A legacy server ignores it.
+	LogLevel string
 }
 
 // relays reports whether h takes any of the server's messages.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -398,6 +399,32 @@ func (s *Server) InfoFor(principal string) Info {
 		return s.anonInfo
 	}
 	return s.info
+}
+
+// ListsVaryByPrincipal reports whether access rules shape what each caller
+// sees in the merged lists, so that a list may not be cached for anyone
+// but its caller.
+func (s *Server) ListsVaryByPrincipal() bool { return s.acl != nil }
+
+// Instructions returns the instructions of the servers that gave any,
+// each under a heading with the server's name, by name, for
+// server/discover. With access rules it returns "": instructions are per
+// server, and would tell every caller of servers they may not use.
+func (s *Server) Instructions() string {
+	if s.acl != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, st := range s.opts.Upstreams.Servers() {
+		if st.Instructions == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "## %s\n\n%s", st.Name, strings.TrimSpace(st.Instructions))
+	}
+	return b.String()
 }
 
 // Servers returns a snapshot of every upstream server's status, sorted by

@@ -20,7 +20,9 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/admin"
+	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/gateway/legacy"
+	"github.com/mcpgw/mcpgw/gateway/modern"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/mediastore"
 	"github.com/mcpgw/mcpgw/store"
@@ -38,6 +40,7 @@ type parts struct {
 	unobserve func()
 	core      *gateway.Server
 	edge      *legacy.Handler
+	modern    *modern.Handler
 	adm       *admin.API
 	ready     *readiness
 	handler   http.Handler
@@ -147,7 +150,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	limiter, err := auth.NewRateLimiter(auth.RateLimiterOptions{
 		Rate:     cfg.RateLimits.PerPrincipal,
 		MaxKeys:  cfg.RateLimits.MaxPrincipals,
-		ClientIP: func(r *http.Request) string { return legacy.ClientIP(r, proxies) },
+		ClientIP: func(r *http.Request) string { return front.ClientIP(r, proxies) },
 	})
 	if err != nil {
 		return fail(err)
@@ -164,7 +167,19 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	}
 	allowHost := func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) }
 	allowOrigin := func(o string) bool { return config.OriginAllowed(cfg.AllowedOrigins, o) }
+	modernEdge, err := modern.New(modern.Options{
+		Core:           core,
+		Logger:         logger,
+		LegacyVersions: legacy.Versions,
+		TrustedProxies: proxies,
+		StreamAfter:    time.Duration(cfg.StreamAfter),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { modernEdge.Close(context.Background()) })
 	edge, err := legacy.New(legacy.Options{
+		Modern:                  modernEdge,
 		RateLimit:               limiter,
 		TrustedProxies:          proxies,
 		Auth:                    authn,
@@ -259,7 +274,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	handler := auth.RequireContentLength(writeRefusal)(e)
 
 	mgr.Start()
-	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, adm: adm, ready: ready, handler: handler, adminHandler: adminHandler}, nil
+	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, modern: modernEdge, adm: adm, ready: ready, handler: handler, adminHandler: adminHandler}, nil
 }
 
 // mountAdmin serves the admin API (its own echo router, api) under /admin
@@ -397,7 +412,14 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Ser
 		}
 	}
 	step(grace, func(c context.Context) error {
-		if err := p.edge.Close(c); err != nil {
+		// Both eras' edges stop taking work at once, then drain together.
+		modernDone := make(chan error, 1)
+		go func() { modernDone <- p.modern.Close(c) }()
+		err := p.edge.Close(c)
+		if merr := <-modernDone; err == nil {
+			err = merr
+		}
+		if err != nil {
 			return fmt.Errorf("closing the MCP endpoint: %w", err)
 		}
 		return nil

@@ -1247,14 +1247,17 @@ func TestSandwich_ServerDown(t *testing.T) {
 }
 
 // TestSandwich_SDKClient: the official go-sdk client lists and calls tools
-// through the gateway in front of the fake, at its default version and
-// pinned to 2025-03-26, where structuredContent is dropped.
+// through the gateway in front of the fake, at its default version (the
+// 2026-07-28 era, sessionless, found by server/discover), pinned to
+// 2025-11-25 (a session), and pinned to 2025-03-26, where
+// structuredContent is dropped.
 func TestSandwich_SDKClient(t *testing.T) {
 	tests := []struct {
 		name, pin, wantVersion string
 		wantStructured         bool
 	}{
-		{"default", "", "2025-11-25", true},
+		{"default", "", "2026-07-28", true},
+		{"2025-11-25", "2025-11-25", "2025-11-25", true},
 		{"2025-03-26", "2025-03-26", "2025-03-26", false},
 	}
 	for _, tt := range tests {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -135,6 +134,16 @@ type Options struct {
 	// that does not read for this long loses the connection (not the
 	// stream: it can resume). If zero, DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// Modern serves the POSTs that front.Classify finds of the 2026-07-28
+	// era, after this Handler's checks (Host, Origin, auth, rate limit,
+	// Accept, body size), parsed, with the principal in the request's
+	// context. Nil: they get the legacy edge's errors.
+	Modern ModernEdge
+}
+
+// ModernEdge is the edge of the 2026-07-28 era (gateway/modern).
+type ModernEdge interface {
+	Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message)
 }
 
 // Handler serves /mcp for legacy-era clients. Create it with New, mount it
@@ -491,43 +500,12 @@ func writeShuttingDown(w http.ResponseWriter, id jsonrpc.ID) {
 	refuseShutdown.send(w, id)
 }
 
-// accepts reports whether the Accept header lists media type typ, directly
-// or by a wildcard, with a non-zero quality.
-func accepts(r *http.Request, typ string) bool {
-	major, _, _ := strings.Cut(typ, "/")
-	for _, v := range r.Header.Values("Accept") {
-		for part := range strings.SplitSeq(v, ",") {
-			part = strings.TrimSpace(part)
-			if !strings.Contains(part, ";") {
-				// No parameters: a match by name is a valid media type;
-				// anything else does not match anyway.
-				if strings.EqualFold(part, typ) || part == "*/*" || (len(part) == len(major)+2 && strings.EqualFold(part[:len(major)], major) && part[len(major):] == "/*") {
-					return true
-				}
-				continue
-			}
-			mt, params, err := mime.ParseMediaType(part)
-			if err != nil {
-				continue
-			}
-			if q, ok := params["q"]; ok {
-				if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
-					continue
-				}
-			}
-			if mt == typ || mt == "*/*" || mt == major+"/*" {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // checkVersionHeader checks MCP-Protocol-Version (MCP 2025-11-25,
-// basic/transports): an unsupported value is 400. A missing header is
+// basic/transports): an unsupported value is 400, with id (a POST's
+// request id, or zero) echoed. A missing header is
 // taken as the session's version, since 2025-03-26 clients do not send
 // it. It reports whether the request may go on.
-func checkVersionHeader(w http.ResponseWriter, r *http.Request) bool {
+func checkVersionHeader(w http.ResponseWriter, r *http.Request, id jsonrpc.ID) bool {
 	v := r.Header.Get(HeaderProtocolVersion)
 	if v == "" || supported(v) {
 		// A supported version that differs from the session's is not an
@@ -536,7 +514,7 @@ func checkVersionHeader(w http.ResponseWriter, r *http.Request) bool {
 		// negotiated.
 		return true
 	}
-	writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+	writeError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidRequest,
 		fmt.Sprintf("unsupported MCP-Protocol-Version %q: this endpoint speaks %s; initialize with one of them", v, strings.Join(Versions, ", ")),
 		map[string]any{"supported": Versions, "requested": v})
 	return false

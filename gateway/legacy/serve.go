@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -43,13 +44,28 @@ func local(method string) bool {
 func (h *Handler) requireSession(w http.ResponseWriter, r *http.Request, missing string) *session {
 	sid := r.Header.Get(HeaderSessionID)
 	if sid == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, missing, nil)
+		h.noSession(w, r, missing)
 		return nil
 	}
-	if !checkVersionHeader(w, r) {
+	if !checkVersionHeader(w, r, jsonrpc.ID{}) {
 		return nil
 	}
 	return h.sessionOf(w, sid, r)
+}
+
+// noSession answers a GET or DELETE that names no session: for a client of
+// the session era (its MCP-Protocol-Version says so), 400 with missing;
+// for anyone else, when the modern era is served too, 405, which is what
+// a 2026-07-28 client expects of GET and DELETE.
+func (h *Handler) noSession(w http.ResponseWriter, r *http.Request, missing string) {
+	if h.opts.Modern == nil || front.IsLegacyVersion(strings.TrimSpace(r.Header.Get(HeaderProtocolVersion))) {
+		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, missing, nil)
+		return
+	}
+	w.Header().Set("Allow", "POST")
+	writeError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+		fmt.Sprintf("%s /mcp needs the Mcp-Session-Id of a session (protocol versions %s); in protocol version 2026-07-28 every message is a POST",
+			r.Method, strings.Join(Versions, ", ")), nil)
 }
 
 // sessionOf returns the live session sid names, or answers the request
@@ -76,13 +92,13 @@ func writeNoSession(w http.ResponseWriter) {
 // sessions.
 func (h *Handler) post(c echo.Context) error {
 	r, w := c.Request(), c.Response()
-	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
+	if !front.Accepts(r, "application/json") || !front.Accepts(r, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 			"the Accept header must list both application/json and text/event-stream", nil)
 		return nil
 	}
 	body, ok := h.readBody(w, r)
-	if !ok || !checkVersionHeader(w, r) {
+	if !ok {
 		return nil
 	}
 	r = withTraceContext(r)
@@ -98,6 +114,15 @@ func (h *Handler) post(c echo.Context) error {
 			fmt.Sprintf("the body is not a JSON-RPC message: %s", jerr.Message), nil)
 		return nil
 	}
+	// One endpoint, two eras: a request of the modern era goes to its
+	// edge, after the checks above that every POST gets.
+	if h.opts.Modern != nil && front.Classify(r.Header, msgs, batch) == front.Modern {
+		h.opts.Modern.Serve(w, r, msgs[0])
+		return nil
+	}
+	if !checkVersionHeader(w, r, firstID(msgs, batch)) {
+		return nil
+	}
 	hasInit := false
 	for _, m := range msgs {
 		hasInit = hasInit || m.Method == "initialize"
@@ -110,10 +135,10 @@ func (h *Handler) post(c echo.Context) error {
 			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 				"batches need a 2025-03-26 session: send initialize alone first", nil)
 		case m.Method != "initialize":
-			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				"no session: send initialize first (without Mcp-Session-Id), then send the Mcp-Session-Id it returns on every request", nil)
+			writeError(w, http.StatusBadRequest, m.ID, jsonrpc.CodeInvalidRequest,
+				"no session: send initialize first (without Mcp-Session-Id), then send the Mcp-Session-Id it returns on every request; or, in protocol version 2026-07-28, put the version, client capabilities and client info in params._meta", nil)
 		case !m.IsRequest():
-			writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			writeError(w, http.StatusBadRequest, m.ID, jsonrpc.CodeInvalidRequest,
 				"initialize must be a request with an id", nil)
 		default:
 			h.initialize(w, r, m)
@@ -307,7 +332,7 @@ func (h *Handler) begin(r *http.Request, s *session, m *jsonrpc.Message) (*call,
 	// A dropped connection is not a cancel (MCP 2025-11-25,
 	// basic/transports): the call outlives the request's context.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: forwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal), header: forwardable(r.Header)}
+	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: front.ForwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal), header: front.Forwardable(r.Header)}
 	s.calls[key] = c
 	s.lastActive = time.Now()
 	h.calls.Add(1)
@@ -662,7 +687,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 // of any of its streams with Last-Event-ID.
 func (h *Handler) get(c echo.Context) error {
 	r, w := c.Request(), c.Response()
-	if !accepts(r, "text/event-stream") {
+	if !front.Accepts(r, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 			"GET /mcp opens an event stream: the Accept header must list text/event-stream", nil)
 		return nil
@@ -747,11 +772,10 @@ func (h *Handler) delete(c echo.Context) error {
 	r, w := c.Request(), c.Response()
 	sid := r.Header.Get(HeaderSessionID)
 	if sid == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			"DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end", nil)
+		h.noSession(w, r, "DELETE /mcp ends a session: send the Mcp-Session-Id of the session to end")
 		return nil
 	}
-	if !checkVersionHeader(w, r) {
+	if !checkVersionHeader(w, r, jsonrpc.ID{}) {
 		return nil
 	}
 	var (
@@ -778,4 +802,13 @@ func (h *Handler) delete(c echo.Context) error {
 		w.WriteHeader(http.StatusOK)
 	}
 	return nil
+}
+
+// firstID returns the id of a POST's one message, to echo in an error
+// about the whole POST; a batch's errors carry none.
+func firstID(msgs []*jsonrpc.Message, batch bool) jsonrpc.ID {
+	if batch || len(msgs) == 0 {
+		return jsonrpc.ID{}
+	}
+	return msgs[0].ID
 }

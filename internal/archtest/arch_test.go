@@ -22,7 +22,9 @@ const module = "github.com/mcpgw/mcpgw"
 var allowed = map[string][]string{
 	"cmd/mcpgw":             {"*"},
 	"gateway":               {"config", "upstream", "naming", "auth", "mediastore", "openapi", "store", "telemetry", "internal/*"},
-	"gateway/legacy":        {"gateway", "auth", "config", "telemetry", "internal/*"},
+	"gateway/front":         {"internal/*"},
+	"gateway/legacy":        {"gateway", "gateway/front", "auth", "config", "telemetry", "internal/*"},
+	"gateway/modern":        {"gateway", "gateway/front", "auth", "internal/*"},
 	"gateway/admin":         {"gateway", "store", "openapi", "config", "internal/*"},
 	"upstream":              {"config", "telemetry", "internal/jsonrpc", "internal/sse", "internal/rawjson"},
 	"upstream/upstreamtest": {"upstream", "config", "internal/jsonrpc", "internal/rawjson"},

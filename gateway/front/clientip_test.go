@@ -1,4 +1,4 @@
-package legacy
+package front
 
 import (
 	"net/http/httptest"

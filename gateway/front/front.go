@@ -1,20 +1,22 @@
-package legacy
+package front
 
 import (
+	"mime"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
-// forwardedBaseURL returns the gateway's URL as the client reached it,
+// ForwardedBaseURL returns the gateway's URL as the client reached it,
 // "<X-Forwarded-Proto>://<X-Forwarded-Host>", when r comes from one of the
 // trusted proxies and names a valid host; else "", and the core uses the
 // configured public URL. Anybody else's X-Forwarded-* headers are ignored:
 // they would let a client point other people's media links anywhere. Of a
 // list ("a, b"), the first entry is the one the client's proxy saw.
-func forwardedBaseURL(r *http.Request, trusted []netip.Prefix) string {
+func ForwardedBaseURL(r *http.Request, trusted []netip.Prefix) string {
 	if len(trusted) == 0 {
 		return ""
 	}
@@ -45,13 +47,13 @@ func firstValue(v string) string {
 	return strings.TrimSpace(first)
 }
 
-// forwardable returns a client's request header without what must never
+// Forwardable returns a client's request header without what must never
 // reach a server: its credentials and cookies. Which of the rest a server
 // gets is its forward_headers' choice. A header without them is returned
 // as it is (no copy per call); else the map is new. Either way its value
 // slices are the request's own, which nothing changes (it is read-only
 // from here on: the upstream transports copy what they forward).
-func forwardable(h http.Header) http.Header {
+func Forwardable(h http.Header) http.Header {
 	if !hasCredentials(h) {
 		return h
 	}
@@ -114,4 +116,36 @@ func ClientIP(r *http.Request, trusted []netip.Prefix) string {
 		}
 	}
 	return client.String()
+}
+
+// Accepts reports whether the Accept header lists media type typ, directly
+// or by a wildcard, with a non-zero quality.
+func Accepts(r *http.Request, typ string) bool {
+	major, _, _ := strings.Cut(typ, "/")
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			part = strings.TrimSpace(part)
+			if !strings.Contains(part, ";") {
+				// No parameters: a match by name is a valid media type;
+				// anything else does not match anyway.
+				if strings.EqualFold(part, typ) || part == "*/*" || (len(part) == len(major)+2 && strings.EqualFold(part[:len(major)], major) && part[len(major):] == "/*") {
+					return true
+				}
+				continue
+			}
+			mt, params, err := mime.ParseMediaType(part)
+			if err != nil {
+				continue
+			}
+			if q, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
+					continue
+				}
+			}
+			if mt == typ || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+		}
+	}
+	return false
 }

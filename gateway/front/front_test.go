@@ -1,4 +1,4 @@
-package legacy
+package front
 
 import (
 	"crypto/tls"
@@ -47,8 +47,8 @@ func TestForwardedBaseURL(t *testing.T) {
 			} else {
 				r.TLS = nil
 			}
-			if got := forwardedBaseURL(r, tt.trusted); got != tt.want {
-				t.Errorf("forwardedBaseURL = %q, want %q", got, tt.want)
+			if got := ForwardedBaseURL(r, tt.trusted); got != tt.want {
+				t.Errorf("ForwardedBaseURL = %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -81,9 +81,9 @@ func TestForwardable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.h.Clone()
-			got := forwardable(tt.h)
+			got := Forwardable(tt.h)
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("forwardable = %v, want %v", got, tt.want)
+				t.Errorf("Forwardable = %v, want %v", got, tt.want)
 			}
 			if !reflect.DeepEqual(tt.h, before) {
 				t.Errorf("the client's own header was changed: %v", tt.h)
@@ -125,8 +125,8 @@ func TestAccepts(t *testing.T) {
 		for _, v := range tt.accept {
 			r.Header.Add("Accept", v)
 		}
-		if got := accepts(r, tt.typ); got != tt.want {
-			t.Errorf("accepts(%q, %q) = %v, want %v", tt.accept, tt.typ, got, tt.want)
+		if got := Accepts(r, tt.typ); got != tt.want {
+			t.Errorf("Accepts(%q, %q) = %v, want %v", tt.accept, tt.typ, got, tt.want)
 		}
 	}
 }

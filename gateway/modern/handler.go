@@ -1,0 +1,396 @@
+package modern
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/mcpgw/auth"
+	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/gateway/front"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// Version is the protocol version this edge serves.
+const Version = "2026-07-28"
+
+// The JSON-RPC error codes of the modern era.
+const (
+	CodeHeaderMismatch             = -32020
+	CodeMissingClientCapability    = -32021
+	CodeUnsupportedProtocolVersion = -32022
+	// codeResourceNotFound is the legacy era's resource-not-found code,
+	// which the modern era replaced by -32602.
+	codeResourceNotFound = -32002
+)
+
+// Defaults for the Options fields left zero.
+const (
+	DefaultKeepAlive    = 15 * time.Second
+	DefaultStreamAfter  = time.Second
+	DefaultWriteTimeout = 30 * time.Second
+	DefaultMaxListens   = 4096
+)
+
+// Options configures a Handler.
+type Options struct {
+	// Core answers the requests. Required.
+	Core *gateway.Server
+	// Logger receives the edge's logs. Nil discards them.
+	Logger *slog.Logger
+	// LegacyVersions are the versions the legacy edge on the same endpoint
+	// negotiates, newest first; server/discover lists them after Version.
+	LegacyVersions []string
+	// TrustedProxies are the peers whose X-Forwarded-Proto and
+	// X-Forwarded-Host say how the client reached the gateway (for its
+	// media links). If empty, nobody's are believed.
+	TrustedProxies []netip.Prefix
+	// KeepAlive is the interval of SSE comments on a stream with nothing
+	// else to send. If zero, DefaultKeepAlive.
+	KeepAlive time.Duration
+	// StreamAfter is how long a request may run before its answer becomes
+	// an event stream (with keep-alive comments); one answered sooner with
+	// no notification is plain JSON. If zero, DefaultStreamAfter.
+	StreamAfter time.Duration
+	// WriteTimeout bounds each write to a client; one that does not read
+	// for this long loses the connection, which cancels its request. If
+	// zero, DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// MaxListens caps the subscriptions/listen streams open at once; more
+	// get a JSON-RPC error with gateway.CodeRateLimited. If zero,
+	// DefaultMaxListens.
+	MaxListens int
+}
+
+// Handler serves the modern era's requests. Create it with New, hand it
+// the POSTs classified as modern with Serve, and stop it with Close. It is
+// safe for concurrent use.
+type Handler struct {
+	opts     Options
+	core     *gateway.Server
+	logger   *slog.Logger
+	versions []string // every version served, for discover and -32022
+
+	mu      sync.Mutex
+	closing bool
+	listens map[*listen]struct{}
+	// work counts the requests being answered, listens included; Close
+	// waits for them.
+	work      sync.WaitGroup
+	stopWatch func()
+	closed    chan struct{} // closed by Close: listens end
+	closeOnce sync.Once
+}
+
+// New returns a Handler for opts and starts its watch of the core's list
+// changes, for the listen streams.
+func New(opts Options) (*Handler, error) {
+	if opts.Core == nil {
+		return nil, errors.New("modern: Options.Core is required")
+	}
+	if opts.KeepAlive < 0 || opts.StreamAfter < 0 || opts.WriteTimeout < 0 || opts.MaxListens < 0 {
+		return nil, errors.New("modern: Options.KeepAlive, StreamAfter, WriteTimeout and MaxListens must not be negative")
+	}
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = DefaultKeepAlive
+	}
+	if opts.StreamAfter == 0 {
+		opts.StreamAfter = DefaultStreamAfter
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.MaxListens == 0 {
+		opts.MaxListens = DefaultMaxListens
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{
+		opts:     opts,
+		core:     opts.Core,
+		logger:   logger.With("component", "modern"),
+		versions: append([]string{Version}, opts.LegacyVersions...),
+		listens:  make(map[*listen]struct{}),
+		closed:   make(chan struct{}),
+	}
+	h.stopWatch = h.core.Watch(h.listChanged)
+	return h, nil
+}
+
+// Close stops the Handler: new requests get an error saying the gateway is
+// shutting down, listen streams end with their result, and Close waits
+// until ctx ends for the requests in flight; then it returns ctx.Err().
+// Requests still running are cancelled by their HTTP server's shutdown.
+func (h *Handler) Close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		h.mu.Lock()
+		h.closing = true
+		h.mu.Unlock()
+		h.stopWatch()
+		close(h.closed)
+	})
+	done := make(chan struct{})
+	go func() { h.work.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// begin counts a request for Close, or reports that the Handler is
+// closing.
+func (h *Handler) begin() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.work.Add(1)
+	return true
+}
+
+// request is one modern request, its _meta checked.
+type request struct {
+	id        jsonrpc.ID
+	method    string
+	params    json.RawMessage // without the reserved _meta keys
+	version   string
+	caps      json.RawMessage
+	info      json.RawMessage
+	logLevel  string
+	principal string
+	groups    []string
+}
+
+// Serve answers m, a POST's one message that front.Classify found modern.
+// The caller has checked the request's Host, Origin, credentials, rate and
+// Accept header, and put its principal in the context (auth.NewContext).
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) {
+	switch {
+	case m.IsNotification():
+		// No client-to-server notification is defined for HTTP in this
+		// era: accepted and dropped.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	case !m.IsRequest():
+		writeError(w, http.StatusBadRequest, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+			"a 2026-07-28 client sends requests and notifications only, never a response", nil))
+		return
+	}
+	if !h.begin() {
+		writeError(w, http.StatusServiceUnavailable, m.ID, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			"the gateway is shutting down and takes no new requests; retry on another replica or later", nil))
+		return
+	}
+	defer h.work.Done()
+	req, status, jerr := h.check(r, m)
+	if jerr != nil {
+		writeError(w, status, m.ID, jerr)
+		return
+	}
+	switch {
+	case m.Method == "server/discover":
+		h.discover(w, req)
+	case m.Method == "subscriptions/listen":
+		h.listen(w, r, req)
+	case removed(m.Method):
+		writeError(w, http.StatusNotFound, m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+			fmt.Sprintf("method %q does not exist in protocol version %s", m.Method, Version), nil))
+	case !relayed(m.Method):
+		writeError(w, http.StatusNotFound, m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+			fmt.Sprintf("method %q is not offered by this gateway", m.Method), nil))
+	default:
+		h.call(w, r, req)
+	}
+}
+
+// removed reports whether method is one the 2026-07-28 revision removed
+// or one this edge does not serve in it: the session era's lifecycle,
+// subscriptions and tasks, and the requests only a server sends.
+func removed(method string) bool {
+	switch method {
+	case "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+		"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update",
+		"sampling/createMessage", "elicitation/create", "roots/list":
+		return true
+	}
+	return strings.HasPrefix(method, "notifications/")
+}
+
+// relayed reports whether the core answers method for this edge.
+func relayed(method string) bool {
+	switch method {
+	case "tools/list", "tools/call", "prompts/list", "prompts/get",
+		"resources/list", "resources/templates/list", "resources/read", "completion/complete":
+		return true
+	}
+	return false
+}
+
+// principalOf returns who sent r, as the auth layer named them.
+func principalOf(r *http.Request) (string, []string) {
+	if p, ok := auth.FromContext(r.Context()); ok && p.Name != "" {
+		return p.Name, p.Groups
+	}
+	return gateway.Anonymous, nil
+}
+
+// check reads m's _meta and checks it and the routing headers against the
+// body (MCP 2026-07-28, basic/index § _meta, basic/transports
+// streamable-http § Request Metadata). On refusal it returns the error and
+// the HTTP status to send it in.
+func (h *Handler) check(r *http.Request, m *jsonrpc.Message) (*request, int, *jsonrpc.Error) {
+	bad := func(format string, args ...any) (*request, int, *jsonrpc.Error) {
+		return nil, http.StatusBadRequest, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, format, args...)
+	}
+	mismatch := func(format string, args ...any) (*request, int, *jsonrpc.Error) {
+		return nil, http.StatusBadRequest, jsonrpc.Errorf(CodeHeaderMismatch, format, args...)
+	}
+	params := m.Params
+	if len(params) == 0 || params[0] != '{' {
+		return bad("params._meta is required in protocol version %s: send %q and %q in it", Version, front.MetaProtocolVersion, front.MetaClientCapabilities)
+	}
+	meta, ok, err := rawjson.Get(params, "_meta")
+	if err != nil || !ok || len(meta) == 0 || meta[0] != '{' {
+		return bad("params._meta is required in protocol version %s and must be an object with %q and %q", Version, front.MetaProtocolVersion, front.MetaClientCapabilities)
+	}
+	var vals [4]json.RawMessage
+	keys := []string{front.MetaProtocolVersion, front.MetaClientCapabilities, front.MetaClientInfo, front.MetaLogLevel}
+	if err := rawjson.GetMany(meta, keys, vals[:]); err != nil {
+		return bad("params._meta is not a valid object: %v", err)
+	}
+	version, err := rawjson.Unquote(vals[0])
+	if vals[0] == nil || err != nil || version == "" {
+		return bad("params._meta[%q] is required and must be a protocol version string such as %q", front.MetaProtocolVersion, Version)
+	}
+	if len(vals[1]) == 0 || vals[1][0] != '{' {
+		return bad("params._meta[%q] is required and must be an object ({} declares none)", front.MetaClientCapabilities)
+	}
+	if vals[2] != nil && vals[2][0] != '{' {
+		return bad("params._meta[%q] must be an Implementation object", front.MetaClientInfo)
+	}
+	var level string
+	if vals[3] != nil {
+		level, err = rawjson.Unquote(vals[3])
+		if err != nil || levelRank(level) < 0 {
+			return bad("params._meta[%q] must be one of %s", front.MetaLogLevel, strings.Join(levels, ", "))
+		}
+	}
+	if hv := r.Header.Get(front.HeaderProtocolVersion); strings.TrimSpace(hv) != version {
+		if hv == "" {
+			return mismatch("the MCP-Protocol-Version header is missing; it must equal params._meta[%q] (%q)", front.MetaProtocolVersion, version)
+		}
+		return mismatch("the MCP-Protocol-Version header (%q) does not match params._meta[%q] (%q)", hv, front.MetaProtocolVersion, version)
+	}
+	if version != Version {
+		return nil, http.StatusBadRequest, jsonrpc.NewError(CodeUnsupportedProtocolVersion,
+			fmt.Sprintf("protocol version %q is not supported; this gateway serves %s", version, strings.Join(h.versions, ", ")),
+			map[string]any{"supported": h.versions, "requested": version})
+	}
+	if hv, ok := r.Header[front.HeaderMethod]; !ok || strings.TrimSpace(hv[0]) != m.Method {
+		if !ok {
+			return mismatch("the Mcp-Method header is missing; it must equal the request's method (%q)", m.Method)
+		}
+		return mismatch("the Mcp-Method header (%q) does not match the request's method (%q)", hv[0], m.Method)
+	}
+	if member := nameMember(m.Method); member != "" {
+		want, _ := rawjson.String(params, member)
+		hv, ok := r.Header[front.HeaderName]
+		if !ok {
+			return mismatch("the Mcp-Name header is missing; for %s it must equal params.%s", m.Method, member)
+		}
+		got, err := front.DecodeHeader(hv[0])
+		if err != nil {
+			return mismatch("the Mcp-Name header is not valid: %v", err)
+		}
+		if got != want {
+			return mismatch("the Mcp-Name header does not match params.%s of the %s request", member, m.Method)
+		}
+	}
+	params, err = stripReserved(params, meta)
+	if err != nil {
+		return bad("params are not a valid object: %v", err)
+	}
+	principal, groups := principalOf(r)
+	return &request{
+		id: m.ID, method: m.Method, params: params,
+		version: version, caps: vals[1], info: vals[2], logLevel: level,
+		principal: principal, groups: groups,
+	}, 0, nil
+}
+
+// nameMember returns the params member that the Mcp-Name header mirrors
+// for method, or "".
+func nameMember(method string) string {
+	switch method {
+	case "tools/call", "prompts/get":
+		return "name"
+	case "resources/read":
+		return "uri"
+	}
+	return ""
+}
+
+// stripReserved returns params without the reserved keys of its _meta
+// (meta): they describe the client's hop, and each hop stamps its own.
+// _meta goes when nothing else is left in it.
+func stripReserved(params, meta json.RawMessage) (json.RawMessage, error) {
+	keys, err := rawjson.Keys(meta)
+	if err != nil {
+		return nil, err
+	}
+	var reserved []string
+	for _, k := range keys {
+		if reservedKey(k) {
+			reserved = append(reserved, k)
+		}
+	}
+	if len(reserved) == 0 {
+		return params, nil
+	}
+	if len(reserved) == len(keys) {
+		return rawjson.Delete(params, "_meta")
+	}
+	meta, err = rawjson.Delete(meta, reserved...)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Set(params, "_meta", meta)
+}
+
+// reservedKey reports whether a _meta key is one MCP reserves for the
+// protocol itself: a prefix whose second label is modelcontextprotocol
+// or mcp (MCP 2026-07-28, basic/index § _meta).
+func reservedKey(k string) bool {
+	prefix, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return false
+	}
+	labels := strings.Split(prefix, ".")
+	return len(labels) >= 2 && (labels[1] == "modelcontextprotocol" || labels[1] == "mcp")
+}
+
+// levels are the log levels, lowest first.
+var levels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// levelRank returns a log level's place in levels, or -1.
+func levelRank(level string) int {
+	for i, l := range levels {
+		if l == level {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,470 @@
+package modern
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgw/mcpgw/auth"
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/upstream"
+	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
+)
+
+// env is a Handler over a core with one fake server "a", served the way
+// the legacy edge hands it modern POSTs: parsed, with the principal in the
+// context.
+type env struct {
+	t    *testing.T
+	h    *Handler
+	core *gateway.Server
+	mgr  *upstreamtest.Manager
+	srv  *upstreamtest.Server
+	url  string
+	// calls gets the params of each call the fake server takes.
+	calls chan json.RawMessage
+	hooks chan *upstream.CallHooks
+}
+
+var echoTool = json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"}}`)
+
+func newEnv(t *testing.T, coreOpts gateway.Options, opts Options) *env {
+	t.Helper()
+	e := &env{t: t, calls: make(chan json.RawMessage, 16), hooks: make(chan *upstream.CallHooks, 16)}
+	srv := &upstreamtest.Server{
+		Name:      "a",
+		Tools:     []json.RawMessage{echoTool, json.RawMessage(`{"name":"slow","inputSchema":{"type":"object"}}`)},
+		Prompts:   []json.RawMessage{json.RawMessage(`{"name":"greet"}`)},
+		Resources: []json.RawMessage{json.RawMessage(`{"uri":"file:///r.txt","name":"r"}`)},
+		Handle: func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+			e.calls <- params
+			e.hooks <- hooks
+			switch method {
+			case "resources/read":
+				return nil, jsonrpc.NewError(-32002, "no such resource", nil)
+			case "tools/call":
+				var p struct{ Name string }
+				json.Unmarshal(params, &p)
+				if p.Name == "slow" {
+					hooks.Notify(&jsonrpc.Message{Method: "notifications/message", Params: json.RawMessage(`{"level":"info","data":"working"}`)})
+					hooks.Notify(&jsonrpc.Message{Method: "notifications/message", Params: json.RawMessage(`{"level":"debug","data":"detail"}`)})
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return json.RawMessage(`{"content":[{"type":"text","text":"hi"}],"_meta":{"app/x":1}}`), nil
+			}
+			return json.RawMessage(`{}`), nil
+		},
+	}
+	e.mgr, e.srv = upstreamtest.NewManager(srv), srv
+	coreOpts.Upstreams = e.mgr
+	core, err := gateway.New(coreOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(core.Close)
+	opts.Core = core
+	opts.LegacyVersions = []string{"2025-11-25"}
+	h, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.h, e.core = h, core
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		msgs, _, err := jsonrpc.ParseOwnedStrict(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if p := r.Header.Get("X-Test-Principal"); p != "" {
+			r = r.WithContext(auth.NewContext(r.Context(), auth.Principal{Name: p}))
+		}
+		h.Serve(w, r, msgs[0])
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Close(ctx)
+	})
+	e.url = hs.URL
+	return e
+}
+
+const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+
+// post sends body with the headers a modern client sends for method (and
+// name, when not ""), changed by edit.
+func (e *env) post(body, method, name string, edit func(http.Header)) *http.Response {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	if edit != nil {
+		edit(req.Header)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// answer reads a response's one JSON-RPC message, from JSON or from the
+// last event of a stream.
+func answer(t *testing.T, resp *http.Response) map[string]any {
+	t.Helper()
+	var raw []byte
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for _, ev := range events(t, resp) {
+			raw = ev
+		}
+	} else {
+		raw, _ = io.ReadAll(resp.Body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("answer %q: %v", raw, err)
+	}
+	return m
+}
+
+// events reads an event stream to its end and returns each event's data.
+func events(t *testing.T, resp *http.Response) [][]byte {
+	t.Helper()
+	var out [][]byte
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, []byte(d))
+		}
+	}
+	return out
+}
+
+func errCode(m map[string]any) float64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
+}
+
+func TestServe_Refusals(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{})
+	tests := []struct {
+		name     string
+		body     string
+		method   string
+		mcpName  string
+		edit     func(http.Header)
+		status   int
+		code     float64
+		inMsg    string
+		wantData string
+	}{
+		{name: "no params", body: `{"jsonrpc":"2.0","id":101,"method":"server/discover"}`, method: "server/discover",
+			status: 400, code: -32602, inMsg: "params._meta is required"},
+		{name: "no _meta", body: `{"jsonrpc":"2.0","id":"a","method":"server/discover","params":{}}`, method: "server/discover",
+			status: 400, code: -32602, inMsg: "params._meta is required"},
+		{name: "no version", body: `{"jsonrpc":"2.0","id":102,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}}`, method: "server/discover",
+			status: 400, code: -32602, inMsg: "protocolVersion"},
+		{name: "no capabilities", body: `{"jsonrpc":"2.0","id":104,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, method: "server/discover",
+			status: 400, code: -32602, inMsg: "clientCapabilities"},
+		{name: "bad log level", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}}}`, method: "tools/list",
+			status: 400, code: -32602, inMsg: "logLevel"},
+		{name: "version header differs", body: `{"jsonrpc":"2.0","id":302,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}}`, method: "server/discover",
+			status: 400, code: -32020, inMsg: "does not match"},
+		{name: "version header missing", body: `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + meta + `}}`, method: "tools/list",
+			edit: func(h http.Header) { h.Del("MCP-Protocol-Version") }, status: 400, code: -32020, inMsg: "missing"},
+		{name: "unsupported version", body: `{"jsonrpc":"2.0","id":301,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}}`, method: "server/discover",
+			edit: func(h http.Header) { h.Set("MCP-Protocol-Version", "v999.0.0") }, status: 400, code: -32022,
+			wantData: `{"requested":"v999.0.0","supported":["2026-07-28","2025-11-25"]}`},
+		{name: "method header differs", body: `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{` + meta + `}}`, method: "prompts/list",
+			status: 400, code: -32020, inMsg: "Mcp-Method"},
+		{name: "method header missing", body: `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{` + meta + `}}`, method: "tools/list",
+			edit: func(h http.Header) { h.Del("Mcp-Method") }, status: 400, code: -32020, inMsg: "Mcp-Method"},
+		{name: "name header missing", body: `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, method: "tools/call",
+			status: 400, code: -32020, inMsg: "Mcp-Name"},
+		{name: "name header differs", body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, method: "tools/call", mcpName: "other",
+			status: 400, code: -32020, inMsg: "Mcp-Name"},
+		{name: "name header bad base64", body: `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, method: "tools/call", mcpName: "=?base64?***?=",
+			status: 400, code: -32020, inMsg: "base64"},
+		{name: "removed initialize", body: `{"jsonrpc":"2.0","id":9,"method":"initialize","params":{` + meta + `}}`, method: "initialize",
+			status: 404, code: -32601, inMsg: "does not exist"},
+		{name: "removed ping", body: `{"jsonrpc":"2.0","id":10,"method":"ping","params":{` + meta + `}}`, method: "ping",
+			status: 404, code: -32601},
+		{name: "removed setLevel", body: `{"jsonrpc":"2.0","id":11,"method":"logging/setLevel","params":{"level":"info",` + meta + `}}`, method: "logging/setLevel",
+			status: 404, code: -32601},
+		{name: "removed subscribe", body: `{"jsonrpc":"2.0","id":12,"method":"resources/subscribe","params":{"uri":"file:///r.txt",` + meta + `}}`, method: "resources/subscribe",
+			status: 404, code: -32601},
+		{name: "removed tasks/list", body: `{"jsonrpc":"2.0","id":13,"method":"tasks/list","params":{` + meta + `}}`, method: "tasks/list",
+			status: 404, code: -32601},
+		{name: "unknown method", body: `{"jsonrpc":"2.0","id":14,"method":"nope/nope","params":{` + meta + `}}`, method: "nope/nope",
+			status: 404, code: -32601, inMsg: "not offered"},
+		{name: "a response", body: `{"jsonrpc":"2.0","id":15,"result":{}}`, method: "",
+			status: 400, code: -32600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.post(tt.body, tt.method, tt.mcpName, tt.edit)
+			if resp.StatusCode != tt.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			m := answer(t, resp)
+			if got := errCode(m); got != tt.code {
+				t.Errorf("code %v, want %v: %v", got, tt.code, m)
+			}
+			var sent struct{ ID any }
+			json.Unmarshal([]byte(tt.body), &sent)
+			if !cmp.Equal(m["id"], sent.ID) {
+				t.Errorf("id %v, want the request's %v echoed", m["id"], sent.ID)
+			}
+			e, _ := m["error"].(map[string]any)
+			if msg, _ := e["message"].(string); !strings.Contains(msg, tt.inMsg) {
+				t.Errorf("message %q, want it to mention %q", msg, tt.inMsg)
+			}
+			if tt.wantData != "" {
+				got, _ := json.Marshal(e["data"])
+				if string(got) != tt.wantData {
+					t.Errorf("data %s, want %s", got, tt.wantData)
+				}
+			}
+		})
+	}
+	select {
+	case p := <-e.calls:
+		t.Errorf("a refused request reached the server: %s", p)
+	default:
+	}
+}
+
+func TestServe_Notification(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{})
+	resp := e.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, "notifications/cancelled", "", nil)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("status %d, want 202", resp.StatusCode)
+	}
+}
+
+func TestServe_Discover(t *testing.T) {
+	tests := []struct {
+		name      string
+		acl       config.ACL
+		wantScope string
+	}{
+		{"no rules", config.ACL{}, "public"},
+		{"rules", config.ACL{Rules: []config.ACLRule{{Effect: config.ACLAllow, Principals: []string{"anonymous"}, Servers: []string{"*"}}}}, "private"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, gateway.Options{ACL: tt.acl}, Options{})
+			resp := e.post(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`, "server/discover", "", nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			m := answer(t, resp)
+			res, _ := m["result"].(map[string]any)
+			if res["resultType"] != "complete" || res["cacheScope"] != tt.wantScope || res["ttlMs"] != float64(0) {
+				t.Errorf("result %v: want resultType complete, ttlMs 0, cacheScope %s", res, tt.wantScope)
+			}
+			if got := res["supportedVersions"]; !cmp.Equal(got, []any{"2026-07-28", "2025-11-25"}) {
+				t.Errorf("supportedVersions %v", got)
+			}
+			caps, _ := res["capabilities"].(map[string]any)
+			for _, k := range []string{"tools", "prompts", "resources", "completions"} {
+				if caps[k] == nil {
+					t.Errorf("capabilities lack %s: %v", k, caps)
+				}
+			}
+			if caps["tasks"] != nil {
+				t.Errorf("capabilities offer the session era's tasks: %v", caps)
+			}
+			mt, _ := res["_meta"].(map[string]any)
+			if si, _ := mt["io.modelcontextprotocol/serverInfo"].(map[string]any); si["name"] == nil {
+				t.Errorf("no serverInfo in _meta: %v", res)
+			}
+		})
+	}
+}
+
+func TestServe_Call(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{})
+	body := `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"mcp__a__echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"t"},"progressToken":7,"app.example/k":"v"}}}`
+	resp := e.post(body, "tools/call", "=?base64?bWNwX19hX19lY2hv?=", nil)
+	m := answer(t, resp)
+	res, ok := m["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("answer %v, want a result", m)
+	}
+	if res["resultType"] != "complete" || res["ttlMs"] != nil || res["cacheScope"] != nil {
+		t.Errorf("result %v: want resultType complete and no cache hints on a call", res)
+	}
+	mt, _ := res["_meta"].(map[string]any)
+	if mt["app/x"] != float64(1) || mt["io.modelcontextprotocol/serverInfo"] == nil {
+		t.Errorf("_meta %v: want the server's own key kept and serverInfo added", mt)
+	}
+	params := <-e.calls
+	hooks := <-e.hooks
+	if strings.Contains(string(params), "io.modelcontextprotocol") {
+		t.Errorf("the server got the client's reserved _meta keys: %s", params)
+	}
+	if !strings.Contains(string(params), `"app.example/k":"v"`) {
+		t.Errorf("the server lost the client's own _meta key: %s", params)
+	}
+	if string(hooks.Capabilities) != `{"sampling":{}}` {
+		t.Errorf("hooks carry capabilities %s, want the client's", hooks.Capabilities)
+	}
+}
+
+func TestServe_ResourceNotFound(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{})
+	resp := e.post(`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///r.txt",`+meta+`}}`, "resources/read", "file:///r.txt", nil)
+	m := answer(t, resp)
+	if errCode(m) != -32602 {
+		t.Fatalf("answer %v, want -32602", m)
+	}
+	e2, _ := m["error"].(map[string]any)
+	if d, _ := e2["data"].(map[string]any); d["uri"] != "file:///r.txt" {
+		t.Errorf("data %v, want the uri", e2["data"])
+	}
+}
+
+// TestServe_StreamAndCancel: a call's log messages at or above the level
+// its _meta asked for come first on its stream; closing the stream cancels
+// the call upstream.
+func TestServe_StreamAndCancel(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__a__slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}}`
+	resp := e.post(body, "tools/call", "mcp__a__slow", nil)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	if resp.Header.Get("X-Accel-Buffering") != "no" {
+		t.Error("no X-Accel-Buffering: no on the stream")
+	}
+	<-e.calls
+	hooks := <-e.hooks
+	if hooks.LogLevel != "info" {
+		t.Errorf("hooks.LogLevel %q, want info", hooks.LogLevel)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var first string
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			first = d
+			break
+		}
+	}
+	if !strings.Contains(first, `"notifications/message"`) || !strings.Contains(first, "working") {
+		t.Fatalf("first event %q, want the info log message", first)
+	}
+	resp.Body.Close()
+	// The call's context ends once the client is gone: the handler
+	// returns and Close finds no work left.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.h.Close(ctx); err != nil {
+		t.Errorf("Close: %v (the call outlived its client)", err)
+	}
+}
+
+func TestServe_NoLogWithoutLevel(t *testing.T) {
+	if wantsLog("", json.RawMessage(`{"level":"emergency"}`)) {
+		t.Error("a request without logLevel gets log messages")
+	}
+	for _, tt := range []struct {
+		level, got string
+		want       bool
+	}{
+		{"info", "debug", false}, {"info", "info", true}, {"info", "error", true}, {"error", "warning", false},
+	} {
+		if w := wantsLog(tt.level, json.RawMessage(`{"level":"`+tt.got+`"}`)); w != tt.want {
+			t.Errorf("wantsLog(%s, %s) = %v", tt.level, tt.got, w)
+		}
+	}
+}
+
+func TestReservedKey(t *testing.T) {
+	for k, want := range map[string]bool{
+		"io.modelcontextprotocol/protocolVersion": true,
+		"dev.mcp/x":                      true,
+		"org.modelcontextprotocol.api/y": true,
+		"com.example.mcp/z":              false,
+		"progressToken":                  false,
+		"traceparent":                    false,
+		"dev.mcpgw/x":                    false,
+	} {
+		if got := reservedKey(k); got != want {
+			t.Errorf("reservedKey(%q) = %v, want %v", k, got, want)
+		}
+	}
+}
+
+// TestListen: the acknowledgement comes first with what was honoured, a
+// merged list change reaches a listener that asked for it tagged with its
+// subscription id, and Close ends the stream with the listen's result.
+func TestListen(t *testing.T) {
+	e := newEnv(t, gateway.Options{ListChangedDebounce: time.Millisecond}, Options{})
+	resp := e.post(`{"jsonrpc":"2.0","id":"sub-1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+meta+`}}`, "subscriptions/listen", "", nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	next := func() map[string]any {
+		t.Helper()
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(d), &m); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+		}
+		t.Fatalf("the stream ended: %v", sc.Err())
+		return nil
+	}
+	ack := next()
+	if ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", ack)
+	}
+	p, _ := ack["params"].(map[string]any)
+	if !cmp.Equal(p["notifications"], map[string]any{"toolsListChanged": true}) {
+		t.Errorf("honoured %v", p["notifications"])
+	}
+	changed := *e.srv
+	changed.Tools = []json.RawMessage{echoTool}
+	e.mgr.Set(&changed)
+	n := next()
+	if n["method"] != "notifications/tools/list_changed" {
+		t.Fatalf("got %v, want tools/list_changed", n)
+	}
+	np, _ := n["params"].(map[string]any)
+	if mt, _ := np["_meta"].(map[string]any); mt["io.modelcontextprotocol/subscriptionId"] != "sub-1" {
+		t.Errorf("notification params %v, want the subscription id", np)
+	}
+	go e.h.Close(context.Background())
+	last := next()
+	if last["id"] != "sub-1" {
+		t.Fatalf("last message %v, want the listen's result", last)
+	}
+	if r, _ := last["result"].(map[string]any); r["resultType"] != "complete" {
+		t.Errorf("listen result %v", last)
+	}
+}

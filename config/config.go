@@ -607,6 +607,12 @@ type Server struct {
 	// Tools filters, renames and redescribes this server's tools.
 	Tools ToolOptions `yaml:"tools"`
 
+	// Protocol is ProtocolAuto, ProtocolModern or ProtocolLegacy: the
+	// era of MCP the gateway speaks to the server. auto asks the server
+	// (server/discover) and falls back to initialize when it does not
+	// answer as a 2026-07-28 server. Default ProtocolAuto (Parse and
+	// DefaultServer fill it in); an sse server is always legacy.
+	Protocol string `yaml:"protocol"`
 	// SessionMode is SessionShared, SessionPerPrincipal or
 	// SessionPerSession: whether all clients share one upstream session
 	// (HTTP) or process (stdio), or each principal or each downstream
@@ -647,6 +653,13 @@ type Server struct {
 	// Default false: they are only kept in the event store.
 	ForwardNotifications bool `yaml:"forward_notifications"`
 }
+
+// Protocol eras of a server (Server.Protocol).
+const (
+	ProtocolAuto   = "auto"
+	ProtocolModern = "modern"
+	ProtocolLegacy = "legacy"
+)
 
 // Session modes of a server (Server.SessionMode).
 const (

@@ -33,7 +33,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("servers:\n - &s {name: a, transport: http, url: 'https://${X}'}\n - {<<: *s, name: b}\n"))
 	f.Add([]byte("naming: {prefix: gw, separator: '-', max_length: 16}\npage_size: 5\nservers: [{name: a, transport: stdio, command: x, naming: {prefix_mode: never}, tools: {allow: ['r*', '[a-'], rename: {x: y, z: y}, describe: {x: ''}}}]"))
 	f.Add([]byte("admin: {stdio_commands: [npx, {command: /bin/x, args: ['-y', '@a/s-*', '**']}, {command: ./x}, [y], {args: ['[a-']}], stdio_env: [K, NODE_OPTIONS, path]}"))
-	f.Add([]byte("input_timeout: 1h\nresume_window: 1ns\nservers: [{name: a, transport: stdio, command: x, session_mode: per_session, single_user: true, pool: {max: 1, idle_timeout: 1s}, restart: {max_attempts: -1, initial_backoff: 2s, max_backoff: 1s}, roots: [{uri: 'file:///a'}, {uri: 'file://h'}, {name: x}]}]"))
+	f.Add([]byte("input_timeout: 1h\nresume_window: 1ns\nservers: [{name: a, transport: stdio, command: x, session_mode: per_session, protocol: modern, single_user: true, pool: {max: 1, idle_timeout: 1s}, restart: {max_attempts: -1, initial_backoff: 2s, max_backoff: 1s}, roots: [{uri: 'file:///a'}, {uri: 'file://h'}, {name: x}]}]"))
 
 	lookupEnv := func(name string) (string, bool) {
 		if strings.HasPrefix(name, "UNSET") {
@@ -122,6 +122,15 @@ func FuzzParse(f *testing.F) {
 				}
 			default:
 				t.Errorf("Parse accepted the session_mode %q", s.SessionMode)
+			}
+			switch s.Protocol {
+			case "auto", "legacy":
+			case "modern":
+				if s.Transport == "sse" {
+					t.Errorf("Parse accepted protocol modern over sse")
+				}
+			default:
+				t.Errorf("Parse accepted the protocol %q", s.Protocol)
 			}
 			if p := s.Pool; p.Max < 1 || p.Max > 10000 || p.IdleTimeout <= 0 {
 				t.Errorf("Parse accepted the pool %+v", p)

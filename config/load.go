@@ -262,6 +262,7 @@ func defaultConfig() *Config {
 // admin API) starts from it before ValidateServer.
 func DefaultServer() Server {
 	return Server{
+		Protocol:    ProtocolAuto,
 		SessionMode: SessionShared,
 		Pool:        Pool{Max: DefaultPoolMax, IdleTimeout: Duration(DefaultPoolIdle)},
 		Restart: Restart{
@@ -273,9 +274,12 @@ func DefaultServer() Server {
 }
 
 // setDefaults fills the server keys whose zero value, written in the file,
-// means the default: session_mode "" (SessionShared) and
-// restart.max_attempts 0 (DefaultRestartAttempts).
+// means the default: protocol "" (ProtocolAuto), session_mode ""
+// (SessionShared) and restart.max_attempts 0 (DefaultRestartAttempts).
 func (s *Server) setDefaults() {
+	if s.Protocol == "" {
+		s.Protocol = ProtocolAuto
+	}
 	if s.SessionMode == "" {
 		s.SessionMode = SessionShared
 	}

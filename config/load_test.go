@@ -318,6 +318,15 @@ var badFixtures = []struct {
 		wantServers: []string{"ok", "ok-shared"},
 	},
 	{
+		name: "protocol.bad.yaml",
+		want: Problems{
+			at(6, 5, skipped("typo", `servers[0] (name "typo").protocol`, `"moderne" is not one of auto, modern, legacy`)),
+			at(10, 5, skipped("case", `servers[1] (name "case").protocol`, `"Legacy" is not one of auto, modern, legacy`)),
+			at(14, 5, skipped("sse-modern", `servers[2] (name "sse-modern").protocol`, "modern needs transport stdio or http: the sse transport (2024-11-05) is legacy only")),
+		},
+		wantServers: []string{"ok-auto", "ok-modern", "ok-legacy", "ok-default"},
+	},
+	{
 		name: "public_url.bad.yaml",
 		want: Problems{fatal("public_url", "must start with http:// or https://")},
 	},
@@ -599,6 +608,7 @@ var goodFixtures = []struct {
 						Rename:   map[string]string{"search_files": "find_files"},
 						Describe: map[string]string{"search_files": "Find files under /srv/shared by name."},
 					},
+					Protocol:    "auto",
 					SessionMode: "per_principal",
 					Pool:        Pool{Max: 20, IdleTimeout: Duration(10 * time.Minute)},
 					Serialize:   true,
@@ -613,6 +623,7 @@ var goodFixtures = []struct {
 					Headers:              map[string]string{"X-Team": "platform"},
 					Naming:               ServerNaming{PrefixMode: "on_collision"},
 					Resources:            ServerResources{Namespace: "always"},
+					Protocol:             "auto",
 					SessionMode:          "shared",
 					SingleUser:           true,
 					ForwardNotifications: true,
@@ -627,6 +638,7 @@ var goodFixtures = []struct {
 					Transport:   "sse",
 					URL:         "http://127.0.0.1:3001/sse",
 					Enabled:     ptr(false),
+					Protocol:    "auto",
 					SessionMode: "shared",
 					Pool:        Pool{Max: 100, IdleTimeout: Duration(10 * time.Minute)},
 					Restart:     Restart{MaxAttempts: 20, InitialBackoff: Duration(500 * time.Millisecond), MaxBackoff: Duration(30 * time.Second)},
@@ -735,6 +747,9 @@ func withServers(c *Config, ss ...Server) *Config {
 // session_mode, pool or restart is left out.
 func defaulted(s Server) Server {
 	d := DefaultServer()
+	if s.Protocol == "" {
+		s.Protocol = d.Protocol
+	}
 	if s.SessionMode == "" {
 		s.SessionMode = d.SessionMode
 	}
@@ -896,6 +911,7 @@ func TestParse_Defaults(t *testing.T) {
 				c := defaultsFor("http://127.0.0.1:8080")
 				c.Servers = []Server{{
 					Name: "files", Transport: "stdio", Command: "mcp-files",
+					Protocol:    "auto",
 					SessionMode: "shared",
 					Pool:        Pool{Max: 100, IdleTimeout: Duration(10 * time.Minute)},
 					Restart:     Restart{MaxAttempts: 20, InitialBackoff: Duration(500 * time.Millisecond), MaxBackoff: Duration(30 * time.Second)},
@@ -904,8 +920,8 @@ func TestParse_Defaults(t *testing.T) {
 			}(),
 		},
 		{
-			name: `session_mode "", restart.max_attempts 0 and empty keys take the defaults`,
-			yaml: "servers:\n  - name: files\n    transport: stdio\n    command: mcp-files\n    session_mode: ''\n    pool:\n    restart: {max_attempts: 0, max_backoff: }\n    roots:\n",
+			name: `protocol "", session_mode "", restart.max_attempts 0 and empty keys take the defaults`,
+			yaml: "servers:\n  - name: files\n    transport: stdio\n    command: mcp-files\n    protocol: ''\n    session_mode: ''\n    pool:\n    restart: {max_attempts: 0, max_backoff: }\n    roots:\n",
 			want: withServers(defaultsFor("http://127.0.0.1:8080"), Server{Name: "files", Transport: "stdio", Command: "mcp-files"}),
 		},
 		{

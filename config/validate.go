@@ -116,6 +116,7 @@ var (
 	prefixModes  = []string{PrefixAlways, PrefixOnCollision, PrefixNever}
 	namespaces   = []string{NamespaceAuto, NamespaceAlways, NamespaceNever}
 	sessionModes = []string{SessionShared, SessionPerPrincipal, SessionPerSession}
+	protocols    = []string{ProtocolAuto, ProtocolModern, ProtocolLegacy}
 )
 
 // Warnings returns what may fail when the gateway runs although the file
@@ -682,6 +683,12 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 	}
 	if m := s.Media.Mode; m != "" && !slices.Contains(mediaModes, m) {
 		addAt(join(join(path, "media"), "mode"), "%q is not one of %s (or leave it out for the gateway's media.mode)", m, strings.Join(mediaModes, ", "))
+	}
+	switch p := s.Protocol; {
+	case p != "" && !slices.Contains(protocols, p):
+		add("protocol", "%q is not one of %s", p, strings.Join(protocols, ", "))
+	case p == ProtocolModern && s.Transport == TransportSSE:
+		add("protocol", "modern needs transport stdio or http: the sse transport (2024-11-05) is legacy only")
 	}
 	switch m := s.SessionMode; {
 	case m != "" && !slices.Contains(sessionModes, m):

@@ -168,6 +168,22 @@ type ClientOptions struct {
 	// transport's reading goroutines and must not block for long. Nil
 	// drops them.
 	OnLog func(tag, text string)
+	// Protocol is config.ProtocolAuto, ProtocolModern or ProtocolLegacy:
+	// the era Connect speaks (see Connect). New takes it from the
+	// server's config; empty means legacy, for clients made without one.
+	Protocol string
+	// ModernCapabilities names the client capabilities (members of
+	// CallHooks.Capabilities) the gateway can serve on a call's behalf
+	// for a modern server; only those are declared to it. Nil declares
+	// none ({}).
+	ModernCapabilities []string
+	// Probe remembers, across the clients of one server, that its stdio
+	// child exited while asked server/discover, so that the next start
+	// goes straight to initialize. Nil remembers nothing.
+	Probe *ProbeMemory
+	// ProbeTimeout bounds the server/discover of protocol auto: a server
+	// that does not answer within it is taken as legacy. If zero, 5s.
+	ProbeTimeout time.Duration
 	// StreamIdleTimeout is how long the streamable-HTTP GET stream may stay
 	// silent (no event) before it is opened again: a proxy may have cut it
 	// without telling either end. If zero, 5m; negative never re-opens a
@@ -216,6 +232,15 @@ type Client struct {
 	// after the client initializes again (PROTOCOL.md point 11).
 	subs  map[string]bool
 	level string
+	// era is EraModern or EraLegacy once connected. The rest is the
+	// modern era's: the x-mcp-header bindings of the tools last listed,
+	// and the listen streams (see listen.go).
+	era         string
+	toolHeaders map[string][]paramBinding
+	listens     map[string]*listenRun // by our request id
+	subsChanged chan struct{}         // buffered 1
+	stopListen  context.CancelFunc
+	listenDone  chan struct{} // closed when the listen loop ended; nil if none
 }
 
 // call is one request of ours waiting for its response.
@@ -242,7 +267,8 @@ func newClient(opts ClientOptions, t transport) *Client {
 	if opts.Name != "" {
 		logger = logger.With("server", opts.Name)
 	}
-	return &Client{opts: opts, logger: logger, t: t, pending: make(map[string]*call), subs: make(map[string]bool)}
+	return &Client{opts: opts, logger: logger, t: t, pending: make(map[string]*call), subs: make(map[string]bool),
+		listens: make(map[string]*listenRun), subsChanged: make(chan struct{}, 1)}
 }
 
 // lifecycle writes a line of the client's lifecycle to OnLog.
@@ -261,8 +287,8 @@ func (c *Client) requestStreams() bool {
 	return ok && rs.requestStreams()
 }
 
-// Connect starts the transport and runs the initialize handshake, bounded by
-// ctx. On error the client is closed.
+// Connect starts the transport and finds out the server's era, bounded by
+// ctx (see handshake). On error the client is closed.
 func (c *Client) Connect(ctx context.Context) error {
 	if err := c.t.start(ctx, c.receive); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
@@ -270,7 +296,7 @@ func (c *Client) Connect(ctx context.Context) error {
 		c.t.close(cctx)
 		return err
 	}
-	if err := c.initialize(ctx); err != nil {
+	if err := c.handshake(ctx); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer cancel()
 		c.Close(cctx)
@@ -320,6 +346,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	c.mu.Lock()
 	c.init = &res
 	c.initGen++
+	c.era = EraLegacy
 	c.mu.Unlock()
 	c.lifecycle("initialized (protocol %s)", res.ProtocolVersion)
 	return nil
@@ -353,6 +380,9 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 
 // call is Call with the progress token of params already read.
 func (c *Client) call(ctx context.Context, method string, params json.RawMessage, progress string, hooks *CallHooks) (json.RawMessage, error) {
+	if c.Era() == EraModern {
+		return c.modernCall(ctx, method, params, progress, hooks)
+	}
 	c.mu.Lock()
 	gen := c.initGen
 	c.mu.Unlock()
@@ -530,8 +560,13 @@ func (c *Client) replay(ctx context.Context) {
 
 // roundTrip sends one request under a fresh id and waits for its response.
 func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMessage, progress string, hooks *CallHooks) (json.RawMessage, error) {
+	return c.roundTripID(ctx, jsonrpc.IntID(c.nextID.Add(1)), method, params, progress, hooks, nil)
+}
+
+// roundTripID is roundTrip under id, with extra headers on the HTTP
+// request of a modern streamable-HTTP server (Mcp-Param-*).
+func (c *Client) roundTripID(ctx context.Context, id jsonrpc.ID, method string, params json.RawMessage, progress string, hooks *CallHooks, extra http.Header) (json.RawMessage, error) {
 	params = c.traceParams(ctx, method, params)
-	id := jsonrpc.IntID(c.nextID.Add(1))
 	pc := &call{hooks: hooks, progress: progress, resp: make(chan *jsonrpc.Message, 1)}
 	c.mu.Lock()
 	if c.closed {
@@ -552,7 +587,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params json.RawMe
 		c.mu.Unlock()
 	}()
 
-	if err := c.sendRequest(ctx, jsonrpc.NewRequest(id, method, params), hooks); err != nil {
+	if err := c.sendRequest(ctx, jsonrpc.NewRequest(id, method, params), hooks, extra); err != nil {
 		// The answer may have been read before the error (a stream that
 		// broke after the response).
 		select {
@@ -631,8 +666,17 @@ type headerForwarder interface {
 }
 
 // sendRequest sends m, with the client headers of hooks when the
-// transport forwards them.
-func (c *Client) sendRequest(ctx context.Context, m *jsonrpc.Message, hooks *CallHooks) error {
+// transport forwards them, and extra when it is a modern HTTP one.
+func (c *Client) sendRequest(ctx context.Context, m *jsonrpc.Message, hooks *CallHooks, extra http.Header) error {
+	if len(extra) > 0 {
+		if ms, ok := c.t.(modernSender); ok {
+			var client http.Header
+			if hooks != nil {
+				client = hooks.Header
+			}
+			return ms.sendModern(ctx, m, client, extra)
+		}
+	}
 	if hooks != nil && len(hooks.Header) > 0 {
 		if hf, ok := c.t.(headerForwarder); ok {
 			return hf.sendForwarding(ctx, m, hooks.Header)
@@ -652,7 +696,10 @@ func result(m *jsonrpc.Message) (json.RawMessage, error) {
 // notifications/cancelled; never for initialize, which must not be
 // cancelled).
 func (c *Client) cancel(ctx context.Context, id jsonrpc.ID, method string) {
-	if method == "initialize" {
+	// Nor for the probe, which a legacy server may not know; nor over
+	// modern streamable HTTP, where closing the request's stream (done
+	// by now) is the cancellation.
+	if method == "initialize" || method == "server/discover" || c.Era() == EraModern && c.requestStreams() {
 		return
 	}
 	reason := "cancelled by the client"
@@ -670,8 +717,14 @@ func (c *Client) cancel(ctx context.Context, id jsonrpc.ID, method string) {
 	}
 }
 
-// Notify sends a notification to the server.
+// Notify sends a notification to the server. A modern server is sent
+// none: the era defines no client notification but cancellation, which
+// the Client sends itself; the rest (roots/list_changed) are dropped.
 func (c *Client) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	if c.Era() == EraModern {
+		c.logger.Debug("not sending a notification to a 2026-07-28 server", "method", method)
+		return nil
+	}
 	return c.t.send(ctx, jsonrpc.NewNotification(method, params))
 }
 
@@ -758,6 +811,9 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		default: // a duplicate response; the first one stands
 		}
 	case m.IsNotification():
+		if c.Era() == EraModern && c.listenNotification(m, rel) {
+			return
+		}
 		if m.Method == "notifications/message" {
 			c.tapLog(m)
 		}
@@ -1069,8 +1125,19 @@ func (c *Client) Close(ctx context.Context) error {
 		return c.closeErr
 	}
 	c.closed = true
+	stop, listenDone := c.stopListen, c.listenDone
 	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	err := c.t.close(ctx)
+	if listenDone != nil {
+		select {
+		case <-listenDone:
+		case <-ctx.Done():
+			err = errors.Join(err, fmt.Errorf("waiting for the listen stream to end: %w", ctx.Err()))
+		}
+	}
 	// The transport has stopped delivering, so no new answer starts; the
 	// running ones see the transport done and end.
 	if c.answersActive.Load() > 0 {

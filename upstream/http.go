@@ -59,6 +59,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
@@ -496,6 +497,9 @@ type httpTransport struct {
 	mu        sync.Mutex
 	sessionID string
 	version   string // negotiated; sent once ready
+	// modern is set while the version is of the modern era: no
+	// session, the Mcp-* request headers, JSON-RPC errors in 4xx.
+	modern bool
 	// expired is set when the server forgot the session, until the next
 	// initialize: sending without the session would only earn a 400.
 	expired bool
@@ -572,21 +576,30 @@ func (t *httpTransport) release(body io.ReadCloser, detach, cancel func()) {
 }
 
 func (t *httpTransport) send(ctx context.Context, m *jsonrpc.Message) error {
-	return t.sendForwarding(ctx, m, nil)
+	return t.sendModern(ctx, m, nil, nil)
 }
 
-var _ headerForwarder = (*httpTransport)(nil)
+var (
+	_ headerForwarder = (*httpTransport)(nil)
+	_ modernSender    = (*httpTransport)(nil)
+)
 
 // sendForwarding is send, with the client headers of h that the server's
 // forward_headers name on the POST (see CallHooks.Header).
 func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, h http.Header) error {
+	return t.sendModern(ctx, m, h, nil)
+}
+
+// sendModern is sendForwarding with the headers of extra set on the POST
+// as well, when the server speaks the modern era (Mcp-Param-*).
+func (t *httpTransport) sendModern(ctx context.Context, m *jsonrpc.Message, h, extra http.Header) error {
 	body, err := jsonrpc.Encode(m)
 	if err != nil {
 		return err
 	}
 	initialize := m.Method == "initialize"
 	t.mu.Lock()
-	closed, sid, version, expired := t.closed, t.sessionID, t.version, t.expired
+	closed, sid, version, expired, modern := t.closed, t.sessionID, t.version, t.expired, t.modern
 	t.mu.Unlock()
 	switch {
 	case closed:
@@ -605,6 +618,9 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		cancel()
 		return err
 	}
+	if modern && !initialize {
+		setModernHeaders(req.Header, m, extra)
+	}
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		cancel()
@@ -614,6 +630,15 @@ func (t *httpTransport) sendForwarding(ctx context.Context, m *jsonrpc.Message, 
 		snippet := readSnippet(resp.Body)
 		resp.Body.Close()
 		cancel()
+		if modern {
+			// The modern era answers a request it refuses with 4xx and
+			// a JSON-RPC error body (404 -32601 is an unknown method,
+			// not a lost session: there is none).
+			if jerr := modernError(resp.StatusCode, snippet, m.ID); jerr != nil {
+				return jerr
+			}
+			return t.errorFor(resp.StatusCode, snippet)
+		}
 		if sessionGone(resp.StatusCode, snippet, sid != "") {
 			t.expire(sid)
 			return errSessionExpired
@@ -887,6 +912,7 @@ func (t *httpTransport) resume(ctx context.Context, lastID, sid, version string)
 func (t *httpTransport) negotiated(version string) {
 	t.mu.Lock()
 	t.version = version
+	t.modern = version >= ModernProtocolVersion
 	t.mu.Unlock()
 }
 
@@ -1056,3 +1082,55 @@ func (t *httpTransport) done() <-chan struct{} { return t.doneCh }
 
 // err is nil: only close ends an HTTP transport.
 func (t *httpTransport) err() error { return nil }
+
+// modernSender is implemented by the transport that sends the requests
+// of a modern streamable-HTTP server.
+type modernSender interface {
+	// sendModern is sendForwarding with extra's headers on the POST.
+	sendModern(ctx context.Context, m *jsonrpc.Message, client, extra http.Header) error
+}
+
+// setModernHeaders sets the request metadata headers of the modern era
+// (streamable-http § Request Metadata) on the POST of m: Mcp-Method, and
+// Mcp-Name for tools/call and prompts/get (params.name) and
+// resources/read (params.uri); then extra's (Mcp-Param-*), which the
+// client's forwarded headers never override.
+func setModernHeaders(h http.Header, m *jsonrpc.Message, extra http.Header) {
+	if m.Method == "" {
+		return
+	}
+	h.Set(headerMethod, m.Method)
+	key := ""
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		key = "name"
+	case "resources/read":
+		key = "uri"
+	}
+	if key != "" {
+		if v, ok := rawjson.String(m.Params, key); ok {
+			h.Set(headerName, encodeHeaderValue(v))
+		}
+	}
+	for k, vs := range extra {
+		h[k] = vs
+	}
+}
+
+// modernError returns the JSON-RPC error of a modern server's 4xx answer
+// to request id, or nil when its body holds none (a bare 4xx, from an
+// intermediary perhaps). 401 and 403 are the server's authentication,
+// never a JSON-RPC error.
+func modernError(code int, body []byte, id jsonrpc.ID) *jsonrpc.Error {
+	if code < 400 || code > 499 || code == http.StatusUnauthorized || code == http.StatusForbidden {
+		return nil
+	}
+	m, err := jsonrpc.ParseOne(body)
+	if err != nil || !m.IsResponse() || m.Error == nil {
+		return nil
+	}
+	if m.ID.IsValid() && id.IsValid() && m.ID != id {
+		return nil
+	}
+	return m.Error
+}

@@ -38,11 +38,15 @@ const (
 // stay routable and their calls can name the server and its state (DESIGN
 // decision 9).
 type Status struct {
-	Name            string          `json:"name"`
-	Transport       string          `json:"transport"`
-	Enabled         bool            `json:"enabled"`
-	State           State           `json:"state"`
-	Error           string          `json:"error,omitempty"`
+	Name      string `json:"name"`
+	Transport string `json:"transport"`
+	Enabled   bool   `json:"enabled"`
+	State     State  `json:"state"`
+	Error     string `json:"error,omitempty"`
+	// Era is EraModern or EraLegacy: how the gateway last spoke to the
+	// server (config's protocol, or what auto found); "" before the
+	// first start. ProtocolVersion is the revision in use.
+	Era             string          `json:"era,omitempty"`
 	ProtocolVersion string          `json:"protocol_version,omitempty"`
 	ServerInfo      json.RawMessage `json:"server_info,omitempty"`
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
@@ -228,6 +232,9 @@ type entry struct {
 	// seed is the last base client that connected: the next one restores
 	// its subscriptions and log level, across a successor entry too.
 	seed *Client
+	// probe remembers for the entry's clients that the server's child
+	// exited when asked server/discover.
+	probe ProbeMemory
 
 	// ctx is the lifetime of the entry's background work, cancelled by
 	// stopLocked or by Close.

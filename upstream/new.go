@@ -15,7 +15,9 @@ const defaultStopGrace = 3 * time.Second
 // New returns a Client for srv over the transport srv names. Call Connect to
 // start it. srv must have passed config validation. The transports present
 // srv's APIKey and Headers (http, sse) or Env (stdio); the Manager puts
-// there what its CredentialProvider gives each client.
+// there what its CredentialProvider gives each client. The client speaks
+// the era srv.Protocol names, unless opts.Protocol is set (see
+// Client.Connect); an sse server is always legacy.
 func New(srv config.Server, opts ClientOptions) (*Client, error) {
 	if opts.Name == "" {
 		opts.Name = srv.Name
@@ -31,6 +33,13 @@ func New(srv config.Server, opts ClientOptions) (*Client, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Protocol == "" {
+		opts.Protocol = srv.Protocol
+	}
+	if srv.Transport == config.TransportSSE {
+		// The 2024-11-05 transport has no modern era.
+		opts.Protocol = config.ProtocolLegacy
 	}
 	// Transports log with the server's name; newClient must not add it
 	// twice, so it gets the logger before this.

@@ -66,6 +66,8 @@ const testGrace = 200 * time.Millisecond
 //	                  read a line (initialize), so that the client always
 //	                  sees the same failure
 //	logging           declares the logging capability
+//	exit-on-discover  exits 4 when asked server/discover
+//	silent-discover   never answers server/discover
 //
 // Besides, it writes $MCPGW_TEST_LEAK to stderr when set, and its tools
 // include pid, log (two notifications/message first), and elicit, roots
@@ -267,6 +269,15 @@ func (s *fakeServer) handle(line []byte) {
 			"serverInfo":      map[string]any{"name": "fake", "version": "1"},
 		}))
 	case "notifications/initialized":
+	case "server/discover":
+		switch {
+		case s.modes["exit-on-discover"]:
+			fmt.Fprintln(os.Stderr, "fatal: unexpected server/discover")
+			os.Exit(4)
+		case s.modes["silent-discover"]:
+		default:
+			s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "unknown method"}})
+		}
 	case "tools/list":
 		s.toolsList(m)
 	case "tools/call":

@@ -214,6 +214,7 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 		return c, connected, 0, false
 	}
 	e.status.ProtocolVersion = init.ProtocolVersion
+	e.status.Era = c.Era()
 	e.status.ServerInfo = init.ServerInfo
 	e.status.Capabilities = init.Capabilities
 	e.status.Instructions = init.Instructions
@@ -239,7 +240,7 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 		m.setLevelLocked(e, c, m.level)
 	}
 	m.mu.Unlock()
-	m.logger.Info("server running", "server", name, "protocol_version", init.ProtocolVersion,
+	m.logger.Info("server running", "server", name, "era", c.Era(), "protocol_version", init.ProtocolVersion,
 		"tools", len(lists.tools), "prompts", len(lists.prompts), "resources", len(lists.resources), "pid", c.PID())
 	running := fmt.Sprintf("running: %d tools, %d prompts, %d resources", len(lists.tools), len(lists.prompts), len(lists.resources))
 	if pid := c.PID(); pid != 0 {
@@ -322,6 +323,7 @@ func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string) 
 		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(e, who, n) },
 		OnRequest:       m.requestHandler(e, who),
 		OnLog:           cl.sink(),
+		Probe:           &e.probe,
 	})
 	return c, cl, err
 }

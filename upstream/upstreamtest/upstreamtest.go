@@ -25,6 +25,9 @@ type Server struct {
 	Capabilities json.RawMessage
 	// Transport is the server's transport ("" for none in particular).
 	Transport string
+	// Era and ProtocolVersion are how the server is spoken to, as the
+	// status shows them ("" for none).
+	Era, ProtocolVersion string
 	// Tools, Prompts, Resources and Templates are the server's lists as
 	// raw JSON objects.
 	Tools, Prompts, Resources, Templates []json.RawMessage
@@ -189,6 +192,7 @@ func (m *Manager) Servers() []upstream.Status {
 		out = append(out, upstream.Status{
 			Name: s.Name, Enabled: true, State: state(s), Error: s.Err,
 			Capabilities: s.Capabilities, Transport: s.Transport,
+			Era: s.Era, ProtocolVersion: s.ProtocolVersion,
 			Tools: s.Tools, ToolCount: len(s.Tools),
 			Prompts: s.Prompts, PromptCount: len(s.Prompts),
 			Resources: s.Resources, ResourceCount: len(s.Resources),

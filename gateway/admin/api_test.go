@@ -19,6 +19,8 @@ import (
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/openapi"
 	"github.com/mcpgw/mcpgw/store"
+	"github.com/mcpgw/mcpgw/upstream"
+	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
 )
 
 // apiCase is one request to a fresh env (see newEnv) and what must come
@@ -234,6 +236,38 @@ func TestGetServer(t *testing.T) {
 		check: wantView(serverView{Name: "files", Transport: "stdio", Enabled: true, State: "running", ToolCount: 2, Source: "config"}),
 	}, {
 		name: "unknown", method: "GET", path: "/admin/servers/nope", status: 404, message: `unknown server "nope"`,
+	}, {
+		// The era the manager found is shown, and the document allows it.
+		name: "era", method: "GET", path: "/admin/servers/files", status: 200,
+		setup: func(t *testing.T, ev *env) {
+			ev.m.Manager.Set(&upstreamtest.Server{Name: "files", Transport: "stdio", Era: upstream.EraModern, ProtocolVersion: upstream.ModernProtocolVersion})
+		},
+		check: func(t *testing.T, _ *env, _ *http.Response, body []byte) {
+			v := decode[struct {
+				Era             string `json:"era"`
+				ProtocolVersion string `json:"protocol_version"`
+			}](t, body)
+			if v.Era != "modern" || v.ProtocolVersion != "2026-07-28" {
+				t.Errorf("era %q, protocol_version %q; want modern, 2026-07-28", v.Era, v.ProtocolVersion)
+			}
+			var doc struct {
+				Components struct {
+					Schemas struct {
+						ServerStatus struct {
+							Properties map[string]struct {
+								Enum []string `json:"enum"`
+							} `json:"properties"`
+						} `json:"ServerStatus"`
+					} `json:"schemas"`
+				} `json:"components"`
+			}
+			if err := json.Unmarshal(openapi.Admin(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"modern", "legacy"}, doc.Components.Schemas.ServerStatus.Properties["era"].Enum); diff != "" {
+				t.Errorf("the document's ServerStatus.era enum (-want +got):\n%s", diff)
+			}
+		},
 	}})
 }
 

@@ -81,10 +81,21 @@ func (c *Client) runListen(ctx context.Context) {
 			}
 		}
 		if changed {
-			// Open the next before closing this one, so that nothing
-			// falls between them. Of two open ones, the one kept is the
-			// acknowledged (or the older) one.
+			// Over HTTP, open the next before closing this one, so that
+			// nothing falls between them. Of two open ones, the one kept
+			// is the acknowledged (or the older) one. A stdio process is
+			// one session to its server, and servers keep one listen per
+			// session (go-sdk v1.8 forgets the new one when the old one
+			// ends): there the old one is closed first.
 			switch {
+			case !c.requestStreams():
+				run.stop()
+				<-run.done
+				if old != nil {
+					old.stop()
+					<-old.done
+					old = nil
+				}
 			case old == nil:
 				old = run
 			case acked:

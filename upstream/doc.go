@@ -47,9 +47,14 @@
 //
 // # Eras
 //
-// Clients speak the legacy era (initialize with 2025-11-25, accepting
-// 2025-06-18 and 2025-03-26 and, over SSE, 2024-11-05). The modern era
-// (2026-07-28: no handshake, per-request _meta) will be a second handshake
-// strategy on the same transports; the transport interface already carries
-// no session semantics of its own beyond what streamable HTTP needs.
+// A server's config names the era (protocol: auto, modern or legacy). The
+// legacy era is initialize with 2025-11-25, accepting 2025-06-18 and
+// 2025-03-26 and, over SSE, 2024-11-05. The modern era (2026-07-28) has
+// no handshake and no session: Connect asks server/discover, every request
+// carries our version, capabilities and clientInfo in params._meta (and
+// the Mcp-* headers over HTTP), results are made era-neutral, and one
+// subscriptions/listen per client carries the server's change
+// notifications (modern.go, modernclient.go, listen.go). auto probes
+// server/discover at each start and falls back to initialize when the
+// server does not answer as a modern one.
 package upstream

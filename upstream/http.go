@@ -1093,11 +1093,18 @@ type modernSender interface {
 // setModernHeaders sets the request metadata headers of the modern era
 // (streamable-http § Request Metadata) on the POST of m: Mcp-Method, and
 // Mcp-Name for tools/call and prompts/get (params.name) and
-// resources/read (params.uri); then extra's (Mcp-Param-*), which the
-// client's forwarded headers never override.
+// resources/read (params.uri); then extra's (Mcp-Param-*). Other Mcp-*
+// headers (a client's, forwarded) are removed.
 func setModernHeaders(h http.Header, m *jsonrpc.Message, extra http.Header) {
 	if m.Method == "" {
 		return
+	}
+	// A client's forwarded headers never speak for the request: the
+	// Mcp-* request metadata is ours alone.
+	for k := range h {
+		if strings.HasPrefix(k, "Mcp-") && k != headerProtocolVersion {
+			delete(h, k)
+		}
 	}
 	h.Set(headerMethod, m.Method)
 	key := ""

@@ -393,13 +393,14 @@ func listenNote(l *openListen, method string, extra map[string]any) *jsonrpc.Mes
 	return jsonrpc.NewNotification(method, b)
 }
 
-func startRecordingModern(t *testing.T, answer func(m *jsonrpc.Message) (int, *jsonrpc.Message), opts ClientOptions) (*recordingModern, *Client) {
+func startRecordingModern(t *testing.T, answer func(m *jsonrpc.Message) (int, *jsonrpc.Message), opts ClientOptions, forward ...string) (*recordingModern, *Client) {
 	t.Helper()
 	f := &recordingModern{t: t, answer: answer, listens: make(chan *openListen, 4)}
 	hs := httptest.NewServer(f)
 	t.Cleanup(hs.Close)
 	srv := testServer("http", hs.URL)
 	srv.Protocol = config.ProtocolAuto
+	srv.ForwardHeaders = forward
 	c := newTestClient(t, srv, opts)
 	mustConnect(t, c)
 	if c.Era() != EraModern {
@@ -434,7 +435,7 @@ func TestModernHTTP_Requests(t *testing.T) {
 		Name:               "rec",
 		ClientInfo:         json.RawMessage(`{"name":"mcpgw","version":"test"}`),
 		ModernCapabilities: []string{"sampling"},
-	})
+	}, "Mcp-Param-Region", "Mcp-Param-Other", "Mcp-Name", "X-Request-Id")
 	ctx := callCtx(t)
 
 	if _, err := c.ListTools(ctx); err != nil {
@@ -454,7 +455,11 @@ func TestModernHTTP_Requests(t *testing.T) {
 		t.Errorf("LogLevel = %q, want warning", got)
 	}
 
-	hooks := &CallHooks{Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{"form":{}}}`), Header: http.Header{"Mcp-Param-Region": {"forged"}}}
+	// A hostile client's headers, forwarded by name, never stand in for
+	// the request metadata.
+	hooks := &CallHooks{Capabilities: json.RawMessage(`{"sampling":{},"elicitation":{"form":{}}}`), Header: http.Header{
+		"Mcp-Param-Region": {"forged"}, "Mcp-Param-Other": {"forged"}, "Mcp-Name": {"forged"}, "X-Request-Id": {"r1"},
+	}}
 	params := `{"name":"wéather","arguments":{"region":"eu west"},"_meta":{"progressToken":"p1","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/clientInfo":{"name":"forged"},"app.example/k":1}}`
 	res, err := c.Call(ctx, "tools/call", json.RawMessage(params), hooks)
 	if err != nil {
@@ -491,7 +496,9 @@ func TestModernHTTP_Requests(t *testing.T) {
 		"Mcp-Method":           "tools/call",
 		"Mcp-Name":             "=?base64?d8OpYXRoZXI=?=",
 		"Mcp-Param-Region":     "eu west",
+		"Mcp-Param-Other":      "",
 		"Mcp-Session-Id":       "",
+		"X-Request-Id":         "r1",
 	}
 	for k, v := range wantHeaders {
 		if g := got.Header.Get(k); g != v {

@@ -926,6 +926,8 @@ func TestSandwich_CallRelay(t *testing.T) {
 					}
 				}
 				want := []string{
+					// protocol auto asks first; this server is legacy.
+					"server/discover ",
 					"initialize ", "notifications/initialized sess-1", "tools/list sess-1",
 					"tools/call sess-1",
 					"initialize ", "notifications/initialized sess-2",

@@ -48,8 +48,9 @@ var allowed = map[string][]string{
 	"e2e/fixtures/serverrequests":   {"e2e/fixtures/internal/fixture"},
 	"e2e/fixtures/internal/fixture": {},
 
-	"internal/rawclient":      {},
-	"e2e/fixtures/taskserver": {},
+	"internal/rawclient":        {},
+	"e2e/fixtures/taskserver":   {},
+	"e2e/fixtures/modernserver": {},
 
 	// What measures mcpgw: the load tool, and the floor server, which
 	// imports nothing of ours, not even the SDK: it is the floor.

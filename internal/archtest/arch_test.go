@@ -56,6 +56,10 @@ var allowed = map[string][]string{
 	// imports nothing of ours, not even the SDK: it is the floor.
 	"bench/mcpgw-bench": {},
 	"bench/floorserver": {},
+
+	// The client of scripts/conformance.sh's client scenarios: a black box
+	// user of mcpgw, like e2e.
+	"conformance/driver": {},
 }
 
 // pkg is one package directory of the module.

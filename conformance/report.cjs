@@ -1,31 +1,47 @@
 // report.cjs: reads the results of conformance runs and judges them, for
 // scripts/conformance.sh. Plain Node, no packages.
 //
-//   node report.cjs baseline <title> <run-dir> <known-scenarios-file>
+//   node report.cjs baseline <title> <run-dir> <known-scenarios-file> [<scored-file>]
 //       Prints one run's per-scenario table and "<title>: P/T scenarios".
 //       Exits 1 if a scenario failed: the reference server passes them all,
 //       so a failure here means the harness, not mcpgw, is broken.
 //
 //   node report.cjs compare <title> <list> <baseline-dir> <gateway-dir>
-//                           <expected-failures.yaml> <known-scenarios-file>
+//                           <expected-failures.yaml> <known-scenarios-file> [<scored-file>]
 //       Compares a gateway run with its baseline scenario by scenario, using
-//       the list <list> (http or stdio) of expected-failures.yaml. Prints the
-//       table and "<title>: P/T scenarios, E expected failures, R regressions".
+//       the list <list> of expected-failures.yaml. Prints the table and
+//       "<title>: P/T scenarios, E expected failures, R regressions".
 //       Exits 1 on a regression (passes on the baseline, fails through mcpgw,
 //       not listed), on a listed scenario that passes (the list must shrink
 //       as mcpgw improves), on a baseline failure or on a bad list.
+//
+//   node report.cjs client <title> <baseline-dir> <gateway-dir>
+//                          <expected-failures.yaml> <known-scenarios-file> <scenario>...
+//       The same comparison for the client scenarios named (mcpgw as the
+//       client, the list "client"), whose results folders carry no
+//       "server-" prefix.
+//
+// <scored-file> is the output of "conformance list --server --requirements
+// REVISION": when given, only the scenarios of its "Server scenarios" part
+// are judged (each must have run on the baseline), the others the CLI runs
+// with them (extensions, pending) are shown as "not scored", and a list
+// may name only scored scenarios.
 //
 // A run directory holds conformance.log (the CLI's output) and results/, where
 // the CLI writes results/server-<scenario>-<timestamp>/checks.json. The log's
 // "=== Running scenario: X ===" lines say which scenarios ran; one without a
 // checks.json (the CLI gave up on it) counts as failed. A scenario passes when
-// none of its checks has status FAILURE (WARNING and INFO do not fail it).
+// none of its checks has status FAILURE (WARNING, INFO and SKIPPED do not fail
+// it).
 'use strict';
 
 const fs = require('node:fs');
 const path = require('node:path');
 
-function readScenarios(dir) {
+// The lists of expected-failures.yaml, one per gateway run.
+const LISTS = ['http', 'stdio', 'modern-http', 'modern-legacy-http', 'modern-stdio', 'client'];
+
+function readScenarios(dir, prefix = 'server-') {
   const log = fs.readFileSync(path.join(dir, 'conformance.log'), 'utf8');
   const ran = [...log.matchAll(/^=== Running scenario: (\S+) ===$/gm)].map((m) => m[1]);
   const crashed = new Map();
@@ -38,11 +54,12 @@ function readScenarios(dir) {
   const resultsDir = path.join(dir, 'results');
   const entries = fs.existsSync(resultsDir) ? fs.readdirSync(resultsDir).sort() : [];
   for (const e of entries) {
-    const m = /^server-(.+)-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d+Z$/.exec(e);
-    if (!m) continue;
-    if (!ran.includes(m[1])) ran.push(m[1]);
+    const m = /^(.+)-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d+Z$/.exec(e);
+    if (!m || !m[1].startsWith(prefix)) continue;
+    const name = m[1].slice(prefix.length);
+    if (!ran.includes(name)) ran.push(name);
     const file = path.join(resultsDir, e, 'checks.json');
-    if (fs.existsSync(file)) checks.set(m[1], JSON.parse(fs.readFileSync(file, 'utf8')));
+    if (fs.existsSync(file)) checks.set(name, JSON.parse(fs.readFileSync(file, 'utf8')));
   }
 
   const out = new Map();
@@ -74,8 +91,19 @@ function readKnown(file) {
   return new Set([...text.matchAll(/^\s*-\s+(\S+)/gm)].map((m) => m[1]));
 }
 
+// readScored returns the server scenarios that "conformance list --server
+// --requirements REVISION" prints under "Server scenarios", or null without
+// a file.
+function readScored(file) {
+  if (!file) return null;
+  const text = fs.readFileSync(file, 'utf8');
+  const m = /^Server scenarios[^\n]*\n((?:[ \t]*-[^\n]*\n)+)/m.exec(text);
+  if (!m) throw new Error(`${file}: no "Server scenarios" list in it`);
+  return new Set([...m[1].matchAll(/^\s*-\s+(\S+)/gm)].map((x) => x[1]));
+}
+
 // readExpected reads expected-failures.yaml. Only this much YAML is
-// accepted: comments, top-level keys "http:" and "stdio:" (a key alone, or
+// accepted: comments, top-level keys from LISTS (a key alone, or
 // "key: []"), and list items "  - scenario-name" under them.
 function readExpected(file) {
   const lists = {};
@@ -85,18 +113,18 @@ function readExpected(file) {
     const line = raw.replace(/(^|\s)#.*$/, '').trimEnd();
     if (line.trim() === '') return;
     let m;
-    if ((m = /^([a-z]+):\s*(\[\])?$/.exec(line))) {
+    if ((m = /^([a-z][a-z-]*):\s*(\[\])?$/.exec(line))) {
       current = m[1];
       if (lists[current]) errors.push(`${file}:${i + 1}: list "${current}" appears twice`);
       lists[current] = [];
     } else if ((m = /^\s+-\s+([A-Za-z0-9_.-]+)$/.exec(line)) && current) {
       lists[current].push({ name: m[1], line: i + 1 });
     } else {
-      errors.push(`${file}:${i + 1}: expected "http:", "stdio:" or "  - scenario-name", got ${JSON.stringify(raw.trim())}`);
+      errors.push(`${file}:${i + 1}: expected a list name ("http:", ...) or "  - scenario-name", got ${JSON.stringify(raw.trim())}`);
     }
   });
   for (const k of Object.keys(lists)) {
-    if (k !== 'http' && k !== 'stdio') errors.push(`${file}: unknown list "${k}" (want http or stdio)`);
+    if (!LISTS.includes(k)) errors.push(`${file}: unknown list "${k}" (want one of ${LISTS.join(', ')})`);
   }
   return { lists, errors };
 }
@@ -108,47 +136,71 @@ function table(rows, header) {
   for (const r of rows) console.log(fmt(r));
 }
 
-function baseline([title, dir, knownFile]) {
+function baseline([title, dir, knownFile, scoredFile]) {
   const res = readScenarios(dir);
   const known = readKnown(knownFile);
+  const scored = readScored(scoredFile);
+  const judged = (name) => !scored || scored.has(name);
   const rows = [];
-  let passed = 0;
+  let passed = 0, total = 0;
   for (const [name, r] of res) {
-    if (r.pass) passed++;
-    rows.push([name, r.pass ? 'pass' : 'FAIL', r.counts, r.pass ? '' : r.reason]);
+    if (judged(name)) {
+      total++;
+      if (r.pass) passed++;
+    }
+    const note = judged(name) ? r.reason : 'not scored' + (r.pass ? '' : `  <- ${r.reason}`);
+    rows.push([name, r.pass ? 'pass' : 'FAIL', r.counts, r.pass && judged(name) ? '' : note]);
   }
   table(rows, ['scenario', 'result', 'checks', '']);
   const problems = [];
   if (res.size === 0) problems.push('no scenario ran: see conformance.log');
-  for (const [name, r] of res) if (!r.pass) problems.push(`${name} fails on the reference server itself`);
-  for (const name of res.keys()) if (!known.has(name)) problems.push(`${name} is not in "conformance list --server"`);
-  console.log(`${title}: ${passed}/${res.size} scenarios`);
+  for (const [name, r] of res) if (!r.pass && judged(name)) problems.push(`${name} fails on the reference server itself`);
+  for (const name of scored || []) if (!res.has(name)) problems.push(`${name} is scored but did not run: see conformance.log`);
+  for (const name of res.keys()) if (!known.has(name)) problems.push(`${name} is not in "conformance list"`);
+  console.log(`${title}: ${passed}/${total} scenarios`);
   for (const p of problems) console.log(`  error: ${p}`);
   return problems.length ? 1 : 0;
 }
 
-function compare([title, listName, baseDir, gwDir, expectedFile, knownFile]) {
-  const base = readScenarios(baseDir);
-  const gw = readScenarios(gwDir);
+function compare([title, listName, baseDir, gwDir, expectedFile, knownFile, scoredFile]) {
+  return judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, scored: readScored(scoredFile), prefix: 'server-', listOnlyScored: true });
+}
+
+// judge compares a gateway run with its baseline. scored (a Set, or null for
+// all) is what is judged, and each of it must have run; prefix is the start
+// of the results folders' names; listOnlyScored makes a listed scenario that
+// is not scored an error.
+function judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, scored, prefix, listOnlyScored }) {
+  const base = readScenarios(baseDir, prefix);
+  const gw = readScenarios(gwDir, prefix);
   const known = readKnown(knownFile);
   const { lists, errors } = readExpected(expectedFile);
   const listed = new Map((lists[listName] || []).map((e) => [e.name, e.line]));
   const rel = path.relative(process.cwd(), expectedFile) || expectedFile;
 
   const problems = [...errors];
+  if (!LISTS.includes(listName)) problems.push(`no list "${listName}" (want one of ${LISTS.join(', ')})`);
   for (const [name, line] of listed) {
     if (!known.has(name)) problems.push(`${rel}:${line}: "${name}" is not a conformance scenario`);
+    else if (listOnlyScored && scored && !scored.has(name)) problems.push(`${rel}:${line}: "${name}" is not a scored scenario of this run`);
   }
 
   const names = [...base.keys()];
   for (const n of gw.keys()) if (!base.has(n)) names.push(n);
+  for (const n of scored || []) if (!names.includes(n)) names.push(n);
   const rows = [];
-  let passed = 0, expected = 0, regressions = 0, stale = 0, baseFails = 0;
+  let judged = 0, passed = 0, expected = 0, regressions = 0, stale = 0, baseFails = 0;
   for (const name of names) {
     const b = base.get(name), g = gw.get(name);
     const bs = b ? (b.pass ? 'pass' : 'FAIL') : '-';
     const gs = g ? (g.pass ? 'pass' : 'FAIL') : '-';
     const isListed = listed.has(name);
+    const why = g && !g.pass ? `  <- ${g.reason}` : '';
+    if (scored && !scored.has(name)) {
+      rows.push([name, bs, gs, 'not scored' + why]);
+      continue;
+    }
+    judged++;
     let verdict;
     if (g && g.pass) passed++;
     if (!b || !b.pass) {
@@ -171,10 +223,10 @@ function compare([title, listName, baseDir, gwDir, expectedFile, knownFile]) {
       verdict = 'REGRESSION';
       problems.push(`regression: ${name} passes on the baseline but fails through mcpgw, and is not in the ${listName} list of ${rel}`);
     }
-    rows.push([name, bs, gs, verdict + (g && !g.pass ? `  <- ${g.reason}` : '')]);
+    rows.push([name, bs, gs, verdict + why]);
   }
   table(rows, ['scenario', 'baseline', 'mcpgw', 'verdict']);
-  let summary = `${title}: ${passed}/${names.length} scenarios, ${expected} expected failures, ${regressions} regressions`;
+  let summary = `${title}: ${passed}/${judged} scenarios, ${expected} expected failures, ${regressions} regressions`;
   if (stale) summary += `, ${stale} listed but passing`;
   if (baseFails) summary += `, ${baseFails} failing on the baseline`;
   console.log(summary);
@@ -182,10 +234,17 @@ function compare([title, listName, baseDir, gwDir, expectedFile, knownFile]) {
   return problems.length ? 1 : 0;
 }
 
+// client compares client scenario runs: the same judgement as compare, with
+// the list "client", results folders named <scenario>-<time>, and the
+// scenarios that were run (each must have a result on both sides).
+function client([title, baseDir, gwDir, expectedFile, knownFile, ...ran]) {
+  return judge({ title, listName: 'client', baseDir, gwDir, expectedFile, knownFile, scored: new Set(ran), prefix: '', listOnlyScored: false });
+}
+
 const [cmd, ...args] = process.argv.slice(2);
-const commands = { baseline, compare };
-if (!commands[cmd]) {
-  console.error('usage: report.cjs baseline|compare ... (see the comment at the top)');
+const commands = { baseline, compare, client };
+if (!Object.hasOwn(commands, cmd)) {
+  console.error('usage: report.cjs baseline|compare|client ... (see the comment at the top)');
   process.exit(2);
 }
 process.exitCode = commands[cmd](args);

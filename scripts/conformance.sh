@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# conformance.sh: runs the official MCP server conformance suite
+# conformance.sh: runs the official MCP conformance suite
 # (npm @modelcontextprotocol/conformance) through mcpgw and compares the
 # results, scenario by scenario, with the reference server's own.
 #
-# Usage: scripts/conformance.sh [--only http|stdio] [--scenario NAME] [--help]
+# Usage: scripts/conformance.sh [--suite 2025|2026|all] [--only RUNS]
+#                               [--scenario NAME] [--help]
 #
-# The reference server is the Go SDK's conformance everything-server, which
-# passes every scenario of the suite. The "active" scenarios run four times,
-# each against processes started for that run alone:
+# The reference server is the Go SDK's conformance everything-server. Every
+# run is against processes started for that run alone.
+#
+# Suite 2025: @modelcontextprotocol/conformance 0.1.16 (conformance/), its
+# "active" scenarios, which the reference server passes all of:
 #   (a) baseline A      the everything-server over streamable HTTP, directly
 #   (b) http upstream   mcpgw in front of the everything-server over HTTP;
 #                       compared with (a)
@@ -16,15 +19,38 @@
 #                       directly; the same binary over HTTP stands in for it
 #   (d) stdio upstream  mcpgw in front of the same binary as a stdio child;
 #                       compared with (c)
+# Suite 2026: @modelcontextprotocol/conformance 0.2.0-alpha.12
+# (conformance/2026/) with --requirements 2026-07-28: the scenarios that
+# revision requires, at the 2026-07-28 wire. Only those are scored; the
+# extension and pending scenarios the CLI runs with them are shown, not
+# judged.
+#   (e) 2026 baseline   the everything-server over HTTP, -stateless=true
+#   (f) modern-http     mcpgw in front of it over HTTP (-stateless=true)
+#   (g) modern-legacy-http  mcpgw in front of the everything-server over
+#                       HTTP with -stateless=false, which speaks only the
+#                       2025 era to mcpgw
+#   (h) modern-stdio    mcpgw in front of it as a stdio child
+#                       (f), (g) and (h) are compared with (e)
+#   (i) client baseline the suite's client scenarios initialize, tools_call,
+#                       request-metadata and http-standard-headers against
+#                       the Go SDK's everything-client
+#   (j) client          the same scenarios with mcpgw as the client: the
+#                       scenario's fake server is mcpgw's one upstream, and
+#                       conformance/client-via-mcpgw.sh drives a tool call
+#                       through mcpgw; compared with (i)
 # A scenario that passes on the baseline must pass through mcpgw unless it is
 # in the run's list in conformance/expected-failures.yaml; a listed scenario
 # that passes is an error too (remove it from the list). conformance/README.md
-# explains the output and the list.
+# explains the output and the lists.
 #
 # Options:
-#   --only http|stdio   run (a)+(b) or (c)+(d) only
-#   --scenario NAME     run one scenario instead of the active suite
-#                       (names: see "conformance list --server" in the README)
+#   --suite 2025|2026|all  which suites to run (default all)
+#   --only RUNS         only these runs, comma-separated, each with its
+#                       baseline: http, stdio (2025); modern-http,
+#                       modern-legacy-http, modern-stdio, client (2026)
+#   --scenario NAME     run one scenario instead of the whole set, in each
+#                       selected run that has it (names: see
+#                       "conformance list" in the README)
 #   -h, --help          print this help
 #
 # Environment:
@@ -33,16 +59,17 @@
 #   CONFORMANCE_OUT          folder for the results (kept); default a new
 #                            temporary folder. Each run gets a subfolder with
 #                            conformance.log, results/*/checks.json, the
-#                            servers' logs and, for (b) and (d), the filled-in
-#                            mcpgw.yaml and mcpgw's own log (mcpgw.log).
+#                            servers' logs and, for the gateway runs, the
+#                            filled-in mcpgw.yaml and mcpgw's own log (mcpgw.log).
 #
 # Needs go, node and npm (Node 20 is enough: if node is older than 22, the
-# suite's Node 22 is installed from npm, package "node", into the cache).
-# Installs, all pinned: node@22.23.3 (only then), the suite from
-# conformance/package-lock.json, and everything-server from the Go SDK at
-# v1.8.0; mcpgw itself is built from this tree on every run. Every Node
+# suites' Node 22 is installed from npm, package "node", into the cache).
+# Installs, all pinned: node@22.23.3 (only then), the suites from
+# conformance/package-lock.json and conformance/2026/package-lock.json, and
+# everything-server and everything-client from the Go SDK at v1.8.0; mcpgw
+# and conformance/driver are built from this tree on every run. Every Node
 # process gets conformance/loopback-listen.cjs preloaded, so none listens
-# beyond 127.0.0.1, and the suite only ever targets loopback URLs.
+# beyond 127.0.0.1, and the suites only ever target loopback URLs.
 #
 # Exit status: 0 if every run matches its baseline and the list, 1 on a
 # regression, a listed scenario that passes or a failing baseline, 2 if
@@ -53,8 +80,13 @@ set -euo pipefail
 
 readonly GO_SDK_VERSION=v1.8.0
 readonly EVERYTHING_PKG=github.com/modelcontextprotocol/go-sdk/conformance/everything-server
+readonly EVERYTHING_CLIENT_PKG=github.com/modelcontextprotocol/go-sdk/conformance/everything-client
 readonly NODE_VERSION=22.23.3 # used only when the machine's node is older than 22
 readonly SUITE_TIMEOUT=300    # seconds for one run of the suite
+readonly REQUIREMENTS=2026-07-28
+# The client scenarios of suite 2026 that run with mcpgw as the client.
+readonly CLIENT_SCENARIOS=(initialize tools_call request-metadata http-standard-headers)
+readonly CLIENT_TIMEOUT=120 # seconds for one client scenario, the suite's own 60s included
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 readonly ROOT
@@ -65,18 +97,46 @@ CACHE=${MCPGW_CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/mcpgw-c
 say() { printf 'conformance: %s\n' "$*"; }
 die() { printf 'conformance: error: %s\n' "$*" >&2; exit 2; }
 
+suite=all
 only=""
 scenario=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --only) only=${2:-}; shift 2 || die "--only needs http or stdio" ;;
+    --suite) suite=${2:-}; shift 2 || die "--suite needs 2025, 2026 or all" ;;
+    --only) only=${2:-}; shift 2 || die "--only needs a run name" ;;
     --scenario) scenario=${2:-}; shift 2 || die "--scenario needs a name" ;;
     -h | --help) sed -n '2,/^$/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
-case "$only" in "" | http | stdio) ;; *) die "--only takes http or stdio" ;; esac
-[ -z "$scenario" ] || [[ $scenario =~ ^[a-z0-9-]+$ ]] || die "bad scenario name $scenario"
+case "$suite" in 2025 | 2026 | all) ;; *) die "--suite takes 2025, 2026 or all" ;; esac
+[ -z "$scenario" ] || [[ $scenario =~ ^[a-z0-9_-]+$ ]] || die "bad scenario name $scenario"
+
+# runs: the gateway runs to do, each with its baseline.
+runs_2025=(http stdio)
+runs_2026=(modern-http modern-legacy-http modern-stdio client)
+runs=()
+if [ -n "$only" ]; then
+  IFS=, read -r -a wanted <<<"$only"
+  [ "${#wanted[@]}" -gt 0 ] || die "--only needs a run name"
+  for r in "${wanted[@]}"; do
+    if [[ " ${runs_2025[*]} " == *" $r "* ]]; then
+      [ "$suite" != 2026 ] || die "--only $r is a run of suite 2025, not of --suite 2026"
+    elif [[ " ${runs_2026[*]} " == *" $r "* ]]; then
+      [ "$suite" != 2025 ] || die "--only $r is a run of suite 2026, not of --suite 2025"
+    else
+      die "--only takes ${runs_2025[*]} ${runs_2026[*]} (comma-separated), not $r"
+    fi
+    runs+=("$r")
+  done
+else
+  [ "$suite" = 2026 ] || runs+=("${runs_2025[@]}")
+  [ "$suite" = 2025 ] || runs+=("${runs_2026[@]}")
+fi
+wants() { [[ " ${runs[*]} " == *" $1 "* ]]; }
+wants_2025() { wants http || wants stdio; }
+wants_2026_server() { wants modern-http || wants modern-legacy-http || wants modern-stdio; }
+wants_2026() { wants_2026_server || wants client; }
 
 for tool in go node npm sha256sum timeout od; do
   command -v "$tool" >/dev/null || die "$tool is required"
@@ -163,18 +223,34 @@ if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 22 ]; then
 fi
 say "node $("$NODE" --version) ($NODE)"
 
-lock_sum=$(sha256sum "$CONF_DIR/package-lock.json" | cut -c1-12)
-SUITE_DIR="$CACHE/suite-$lock_sum"
-CLI="$SUITE_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-if [ ! -f "$CLI" ]; then
-  say "installing the conformance suite (conformance/package-lock.json) into $SUITE_DIR"
-  npm_suite() {
-    cp "$CONF_DIR/package.json" "$CONF_DIR/package-lock.json" "$stage/" &&
-      npm ci --prefix "$stage" --no-audit --no-fund --loglevel=error
-  }
-  install_into "$SUITE_DIR" npm_suite
+# The judge first: report.cjs's own tests.
+if ! "$NODE" --test "$CONF_DIR/report.test.cjs" >"$tmp/report-test.log" 2>&1; then
+  cat "$tmp/report-test.log" >&2
+  die "conformance/report.cjs fails its tests (conformance/report.test.cjs)"
 fi
-say "suite @modelcontextprotocol/conformance@$("$NODE" -p "require(process.argv[1]).version" "$SUITE_DIR/node_modules/@modelcontextprotocol/conformance/package.json")"
+
+# install_suite DIR: installs the suite pinned by DIR/package-lock.json into
+# the cache (a folder named after the lock's hash, so a new lock installs
+# anew) and prints the path of its CLI.
+install_suite() {
+  local src=$1 lock_sum dir
+  lock_sum=$(sha256sum "$src/package-lock.json" | cut -c1-12)
+  dir="$CACHE/suite-$lock_sum"
+  if [ ! -f "$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; then
+    say "installing the conformance suite (${src#"$ROOT"/}/package-lock.json) into $dir" >&2
+    npm_suite() {
+      cp "$src/package.json" "$src/package-lock.json" "$stage/" &&
+        npm ci --prefix "$stage" --no-audit --no-fund --loglevel=error >&2
+    }
+    install_into "$dir" npm_suite
+  fi
+  say "suite @modelcontextprotocol/conformance@$("$NODE" -p "require(process.argv[1]).version" "$dir/node_modules/@modelcontextprotocol/conformance/package.json")" >&2
+  printf '%s\n' "$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+}
+
+CLI="" CLI26=""
+if wants_2025; then CLI=$(install_suite "$CONF_DIR"); fi
+if wants_2026; then CLI26=$(install_suite "$CONF_DIR/2026"); fi
 
 EVERYTHING="$CACHE/everything-server-$GO_SDK_VERSION/everything-server"
 if [ ! -x "$EVERYTHING" ]; then
@@ -182,20 +258,76 @@ if [ ! -x "$EVERYTHING" ]; then
   go_everything() { GOBIN="$stage" go install "$EVERYTHING_PKG@$GO_SDK_VERSION"; }
   install_into "$(dirname "$EVERYTHING")" go_everything
 fi
+EVERYTHING_CLIENT="$CACHE/everything-client-$GO_SDK_VERSION/everything-client"
+if wants client && [ ! -x "$EVERYTHING_CLIENT" ]; then
+  say "building $EVERYTHING_CLIENT_PKG@$GO_SDK_VERSION"
+  go_everything_client() { GOBIN="$stage" go install "$EVERYTHING_CLIENT_PKG@$GO_SDK_VERSION"; }
+  install_into "$(dirname "$EVERYTHING_CLIENT")" go_everything_client
+fi
 
 say "building mcpgw from $ROOT"
 (cd "$ROOT" && go build -o "$tmp/mcpgw" ./cmd/mcpgw)
 MCPGW="$tmp/mcpgw"
+if wants client; then (cd "$ROOT" && go build -o "$tmp/driver" ./conformance/driver); fi
+
+# The 2026 templates give their server "protocol: auto". An mcpgw from
+# before that setting rejects the key; then the runs go on without it (its
+# default, and its only era), and the summary says so.
+protocol_note=""
+if wants_2026; then
+  mkdir -p "$tmp/templates"
+  printf 'listen: 127.0.0.1:0\ndata_dir: "%s"\nservers:\n  - name: probe\n    transport: http\n    url: "http://127.0.0.1:9/"\n    protocol: auto\n' \
+    "$tmp/probe-data" >"$tmp/probe.yaml"
+  if "$MCPGW" validate --config "$tmp/probe.yaml" >"$tmp/probe.log" 2>&1; then
+    cp "$CONF_DIR"/2026/gateway-*.yaml "$tmp/templates/"
+  elif grep -q 'servers\[0\] (name "probe")\.protocol: unknown key$' "$tmp/probe.log" &&
+    grep -q ': 1 problem(s)$' "$tmp/probe.log"; then
+    protocol_note="note: this mcpgw has no servers[].protocol setting: the 2026 runs used its default"
+    say "$protocol_note"
+    for f in "$CONF_DIR"/2026/gateway-*.yaml; do
+      grep -v '^    protocol: auto$' "$f" >"$tmp/templates/${f##*/}"
+    done
+  else
+    cat "$tmp/probe.log" >&2
+    die "mcpgw rejects a server with protocol: auto"
+  fi
+fi
 say "tools ready in $((SECONDS - t0))s"
 
 OUT=${CONFORMANCE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcpgw-conformance-results.XXXXXX")}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case "$OUT$EVERYTHING" in *[\"\\\|\&]* | *$'\n'*) die "paths with \", \\, |, & or a newline are not supported: $OUT, $EVERYTHING" ;; esac
+# The suite runs the client command through a shell, split at spaces.
+if wants client; then
+  case "$CONF_DIR$OUT$tmp" in *[!A-Za-z0-9/._+-]*) die "for the client runs, the paths may hold only letters, digits and / . _ + -: $CONF_DIR, $OUT, $tmp" ;; esac
+fi
 say "results in $OUT"
-"$NODE" "$CLI" list --server >"$OUT/scenarios.txt"
-if [ -n "$scenario" ] && ! grep -Eq "^ *- $scenario( |\$)" "$OUT/scenarios.txt"; then
-  die "no scenario $scenario; the scenarios are in $OUT/scenarios.txt"
+
+# The scenario names of each suite, for the lists and --scenario.
+if [ -n "$CLI" ]; then "$NODE" "$CLI" list --server >"$OUT/scenarios.txt"; fi
+if [ -n "$CLI26" ]; then
+  "$NODE" "$CLI26" list --server >"$OUT/scenarios-2026.txt"
+  "$NODE" "$CLI26" list --server --requirements "$REQUIREMENTS" >"$OUT/required-2026.txt"
+  "$NODE" "$CLI26" list --client >"$OUT/client-scenarios-2026.txt"
+fi
+has_scenario() { grep -Eq "^ *- $scenario( |\$)" "$1"; }
+if [ -n "$scenario" ]; then
+  kept=()
+  for r in "${runs[@]}"; do
+    case $r in
+      http | stdio) f=scenarios.txt ;;
+      client) f=client-scenarios-2026.txt ;;
+      *) f=scenarios-2026.txt ;;
+    esac
+    if has_scenario "$OUT/$f" && { [ "$r" != client ] || [[ " ${CLIENT_SCENARIOS[*]} " == *" $scenario "* ]]; }; then
+      kept+=("$r")
+    else
+      say "run $r has no scenario $scenario: skipping it"
+    fi
+  done
+  [ "${#kept[@]}" -gt 0 ] || die "no selected run has a scenario $scenario; the names are in $OUT/*scenarios*.txt (client runs: ${CLIENT_SCENARIOS[*]})"
+  runs=("${kept[@]}")
 fi
 
 # --- helpers for one run ----------------------------------------------------------
@@ -214,13 +346,13 @@ wait_port() {
   return 1
 }
 
-# start_everything_http DIR: starts the reference server over HTTP on a free
-# loopback port and sets upstream_port.
+# start_everything_http DIR STATELESS: starts the reference server over HTTP
+# (-stateless=STATELESS) on a free loopback port and sets upstream_port.
 start_everything_http() {
   local port pid
   for _ in 1 2 3; do
     port=$(free_port)
-    "$EVERYTHING" -http="127.0.0.1:$port" -stateless=false >>"$1/everything-server.log" 2>&1 &
+    "$EVERYTHING" -http="127.0.0.1:$port" -stateless="$2" >>"$1/everything-server.log" 2>&1 &
     pid=$!
     started+=("$pid")
     if wait_port "$port" "$pid"; then
@@ -252,7 +384,8 @@ start_gateway() {
     die "mcpgw rejects ${template#"$ROOT"/} (filled in: $dir/mcpgw.yaml)"
   fi
 
-  "$MCPGW" serve --config "$dir/mcpgw.yaml" 2>"$dir/mcpgw.log" &
+  : >"$dir/mcpgw.log" # before mcpgw starts: reading it must not race its creation
+  "$MCPGW" serve --config "$dir/mcpgw.yaml" 2>>"$dir/mcpgw.log" &
   pid=$!
   started+=("$pid")
   gateway_addr=""
@@ -268,23 +401,7 @@ start_gateway() {
   fi
 
   # The servers start in the background: wait for ours to be running.
-  # shellcheck disable=SC2016 # JavaScript, not shell
-  if ! state=$(MCPGW_ADMIN_TOKEN=$token "$NODE" -e '
-    const url = process.argv[1], deadline = Date.now() + 60000;
-    const headers = { authorization: `Bearer ${process.env.MCPGW_ADMIN_TOKEN}` };
-    (async () => {
-      let last = "no answer";
-      while (Date.now() < deadline) {
-        try {
-          const res = await fetch(url, { headers });
-          last = await res.text();
-          if (res.ok && JSON.parse(last).state === "running") { console.log(last); return; }
-        } catch (err) { last = String(err); }
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      console.log(last);
-      process.exitCode = 1;
-    })();' "http://$gateway_addr/admin/servers/everything"); then
+  if ! state=$(MCPGW_ADMIN_TOKEN=$token "$NODE" "$CONF_DIR/wait-running.cjs" "http://$gateway_addr/admin/servers/everything" 60); then
     tail -20 "$dir/mcpgw.log" >&2
     die "the server everything did not reach state running in mcpgw within 60s: $state"
   fi
@@ -295,17 +412,27 @@ start_gateway() {
   if [ -n "$pid" ] && [ "$pid" -gt 1 ]; then watched+=("$pid"); fi
 }
 
-# run_suite URL DIR: runs the suite against URL; results go to DIR.
+# run_suite URL DIR SUITE: runs the suite SUITE (2025 or 2026) against URL;
+# results go to DIR.
 run_suite() {
-  local url=$1 dir=$2 rc=0 args
+  local url=$1 dir=$2 cli=$CLI rc=0 args
   [[ $url =~ ^http://(127\.[0-9]+\.[0-9]+\.[0-9]+|localhost|\[::1\]):[0-9]+/ ]] ||
     die "refusing a URL that is not on loopback: $url"
-  if [ -n "$scenario" ]; then args=(--scenario "$scenario"); else args=(--suite active); fi
+  if [ "$3" = 2026 ]; then
+    cli=$CLI26
+    # --requirements runs every scenario at the revision's wire (forced);
+    # one scenario runs the same way with these options.
+    if [ -n "$scenario" ]; then args=(--scenario "$scenario" --spec-version "$REQUIREMENTS" --force); else args=(--requirements "$REQUIREMENTS"); fi
+  elif [ -n "$scenario" ]; then
+    args=(--scenario "$scenario")
+  else
+    args=(--suite active)
+  fi
   say "suite against $url"
   # In the background, so that a signal to this script is handled at once
   # (bash runs traps only between foreground commands); timeout passes the
   # SIGTERM of stop_pid on to the suite.
-  (cd "$dir" && exec timeout "$SUITE_TIMEOUT" "$NODE" "$CLI" server --url "$url" "${args[@]}" -o "$dir/results") \
+  (cd "$dir" && exec timeout "$SUITE_TIMEOUT" "$NODE" "$cli" server --url "$url" "${args[@]}" -o "$dir/results") \
     >"$dir/conformance.log" 2>&1 &
   started+=("$!")
   wait "$!" || rc=$?
@@ -321,36 +448,103 @@ run_suite() {
 summaries=()
 status=0
 
-# baseline ID TITLE: a run of the suite against the reference server over HTTP.
+# suite_files SUITE: sets known (the suite's scenario names) and scored (the
+# requirement set to judge, or nothing: judge all that ran).
+suite_files() {
+  if [ "$1" = 2026 ]; then
+    known="$OUT/scenarios-2026.txt"
+    scored="$OUT/required-2026.txt"
+    [ -z "$scenario" ] || scored=""
+  else
+    known="$OUT/scenarios.txt"
+    scored=""
+  fi
+}
+
+# baseline ID TITLE SUITE STATELESS: a run of the suite SUITE against the
+# reference server over HTTP (-stateless=STATELESS).
 baseline() {
-  local dir="$OUT/$1" title=$2 t=$SECONDS
+  local dir="$OUT/$1" title=$2 t=$SECONDS known scored
   mkdir -p "$dir"
   echo
   say "== $title"
   say "   results: $dir"
-  start_everything_http "$dir"
-  run_suite "http://127.0.0.1:$upstream_port/" "$dir"
+  start_everything_http "$dir" "$4"
+  run_suite "http://127.0.0.1:$upstream_port/" "$dir" "$3"
   stop_started
-  report baseline "conformance ($title)" "$dir" "$OUT/scenarios.txt"
+  suite_files "$3"
+  report baseline "conformance ($title)" "$dir" "$known" ${scored:+"$scored"}
   say "   took $((SECONDS - t))s"
 }
 
-# gateway ID TITLE KIND BASELINE-ID: a run of the suite through mcpgw in
-# front of the reference server over KIND (http or stdio), compared with the
-# run BASELINE-ID.
+# gateway ID TITLE KIND BASELINE-ID SUITE LIST TEMPLATE STATELESS: a run of
+# the suite SUITE through mcpgw (config TEMPLATE) in front of the reference
+# server over KIND (http, with -stateless=STATELESS, or stdio), compared
+# with the run BASELINE-ID using the list LIST of expected-failures.yaml.
 gateway() {
-  local dir="$OUT/$1" title=$2 kind=$3 base="$OUT/$4" t=$SECONDS
+  local dir="$OUT/$1" title=$2 kind=$3 base="$OUT/$4" t=$SECONDS known scored over=$3
   mkdir -p "$dir"
+  [ "$kind" = stdio ] || [ "$5" = 2025 ] || over="http, -stateless=$8"
   echo
-  say "== $title: mcpgw in front of the reference server over $kind"
+  say "== $title: mcpgw in front of the reference server over $over"
   say "   results: $dir"
   upstream_port=""
-  if [ "$kind" = http ]; then start_everything_http "$dir"; fi
-  start_gateway "$dir" "$CONF_DIR/gateway-$kind.yaml"
-  run_suite "http://$gateway_addr/mcp" "$dir"
+  if [ "$kind" = http ]; then start_everything_http "$dir" "$8"; fi
+  start_gateway "$dir" "$7"
+  run_suite "http://$gateway_addr/mcp" "$dir" "$5"
   stop_started
-  report compare "conformance ($title)" "$kind" "$base" "$dir" "$EXPECTED" "$OUT/scenarios.txt"
+  suite_files "$5"
+  report compare "conformance ($title)" "$6" "$base" "$dir" "$EXPECTED" "$known" ${scored:+"$scored"}
   say "   mcpgw's log: $dir/mcpgw.log"
+  say "   took $((SECONDS - t))s"
+}
+
+# run_client DIR SCENARIO COMMAND: runs the client scenario SCENARIO of suite
+# 2026 with COMMAND as the client; results go to DIR.
+run_client() {
+  local dir=$1 rc=0
+  say "client scenario $2"
+  (cd "$dir" && exec timeout "$CLIENT_TIMEOUT" "$NODE" "$CLI26" client --command "$3" --scenario "$2" --timeout 60000 -o "$dir/results") \
+    >>"$dir/conformance.log" 2>&1 &
+  started+=("$!")
+  wait "$!" || rc=$?
+  unset 'started[-1]'
+  case $rc in
+    0 | 1) ;;
+    124) say "warning: client scenario $2 did not finish within ${CLIENT_TIMEOUT}s" ;;
+    *) say "warning: the suite exited with status $rc; see $dir/conformance.log" ;;
+  esac
+}
+
+# clients BASE-ID ID: the client scenarios against the Go SDK's
+# everything-client (BASE-ID), then with mcpgw as the client (ID),
+# compared.
+clients() {
+  local base="$OUT/$1" dir="$OUT/$2" t=$SECONDS s pid
+  local todo=("${CLIENT_SCENARIOS[@]}")
+  [ -z "$scenario" ] || todo=("$scenario")
+  mkdir -p "$base" "$dir"
+  echo
+  say "== client baseline: the suite's client scenarios against the Go SDK's everything-client"
+  say "   results: $base"
+  for s in "${todo[@]}"; do run_client "$base" "$s" "$EVERYTHING_CLIENT"; done
+  echo
+  say "== client: the same scenarios with mcpgw as the client (conformance/client-via-mcpgw.sh)"
+  say "   results: $dir"
+  for s in "${todo[@]}"; do
+    CONFORMANCE_MCPGW=$MCPGW CONFORMANCE_DRIVER="$tmp/driver" CONFORMANCE_NODE=$NODE \
+      CONFORMANCE_TEMPLATE="$tmp/templates/gateway-client.yaml" CONFORMANCE_CLIENT_OUT="$dir/mcpgw" \
+      run_client "$dir" "$s" "$CONF_DIR/client-via-mcpgw.sh"
+    # The wrapper stops its mcpgw; if the suite killed the wrapper first,
+    # mcpgw may be left: stop it. (Never pid 0 or 1.)
+    pid=$(cat "$dir/mcpgw/$s/mcpgw.pid" 2>/dev/null || true)
+    if [[ $pid =~ ^[0-9]+$ ]] && [ "$pid" -gt 1 ] && kill -0 "$pid" 2>/dev/null; then
+      say "warning: mcpgw (pid $pid) outlived client scenario $s; stopping it"
+      stop_pid "$pid"
+    fi
+  done
+  report client "conformance (client: mcpgw as the client)" "$base" "$dir" "$EXPECTED" "$OUT/client-scenarios-2026.txt" "${todo[@]}"
+  say "   each scenario's mcpgw.yaml and mcpgw.log: $dir/mcpgw/<scenario>/"
   say "   took $((SECONDS - t))s"
 }
 
@@ -363,17 +557,33 @@ report() {
   [ "$rc" -eq 0 ] || status=1
 }
 
-if [ "$only" != stdio ]; then
-  baseline a-baseline-http "baseline A, reference server over HTTP"
-  gateway b-gateway-http "http upstream" http a-baseline-http
+if wants http; then
+  baseline a-baseline-http "baseline A, reference server over HTTP" 2025 false
+  gateway b-gateway-http "http upstream" http a-baseline-http 2025 http "$CONF_DIR/gateway-http.yaml" false
 fi
-if [ "$only" != http ]; then
-  baseline c-baseline-stdio-standin "baseline B, reference server over HTTP standing in for stdio"
-  gateway d-gateway-stdio "stdio upstream" stdio c-baseline-stdio-standin
+if wants stdio; then
+  baseline c-baseline-stdio-standin "baseline B, reference server over HTTP standing in for stdio" 2025 false
+  gateway d-gateway-stdio "stdio upstream" stdio c-baseline-stdio-standin 2025 stdio "$CONF_DIR/gateway-stdio.yaml" false
+fi
+if wants_2026_server; then
+  baseline e-baseline-2026 "2026 baseline, reference server over HTTP, stateless" 2026 true
+fi
+if wants modern-http; then
+  gateway f-modern-http modern-http http e-baseline-2026 2026 modern-http "$tmp/templates/gateway-http.yaml" true
+fi
+if wants modern-legacy-http; then
+  gateway g-modern-legacy-http modern-legacy-http http e-baseline-2026 2026 modern-legacy-http "$tmp/templates/gateway-http.yaml" false
+fi
+if wants modern-stdio; then
+  gateway h-modern-stdio modern-stdio stdio e-baseline-2026 2026 modern-stdio "$tmp/templates/gateway-stdio.yaml" true
+fi
+if wants client; then
+  clients i-client-baseline j-client
 fi
 
 echo
 say "== summary (results in $OUT, took $((SECONDS - t0))s in all)"
+[ -z "$protocol_note" ] || summaries+=("$protocol_note")
 printf '%s\n' "${summaries[@]}" | tee "$OUT/summary.txt"
 if [ "$status" -ne 0 ]; then
   say "FAILED: see the errors above; conformance/README.md explains them"

@@ -15,6 +15,10 @@
 //       not listed), on a listed scenario that passes (the list must shrink
 //       as mcpgw improves), on a baseline failure or on a bad list.
 //
+//   node report.cjs client-baseline <title> <run-dir> <known-scenarios-file> <scenario>...
+//       The baseline's judgement for a run of the client scenarios named
+//       against the reference client; each must have run and passed.
+//
 //   node report.cjs client <title> <baseline-dir> <gateway-dir>
 //                          <expected-failures.yaml> <known-scenarios-file> <scenario>...
 //       The same comparison for the client scenarios named (mcpgw as the
@@ -137,9 +141,21 @@ function table(rows, header) {
 }
 
 function baseline([title, dir, knownFile, scoredFile]) {
-  const res = readScenarios(dir);
+  return judgeBaseline({ title, dir, knownFile, scored: readScored(scoredFile), prefix: 'server-', who: 'server' });
+}
+
+// clientBaseline judges a run of the client scenarios named against the
+// reference client: each must have run and passed.
+function clientBaseline([title, dir, knownFile, ...ran]) {
+  return judgeBaseline({ title, dir, knownFile, scored: new Set(ran), prefix: '', who: 'client' });
+}
+
+// judgeBaseline judges a run against the reference server or client: what
+// is judged (scored, a Set, or null for all that ran) must have run and
+// passed.
+function judgeBaseline({ title, dir, knownFile, scored, prefix, who }) {
+  const res = readScenarios(dir, prefix);
   const known = readKnown(knownFile);
-  const scored = readScored(scoredFile);
   const judged = (name) => !scored || scored.has(name);
   const rows = [];
   let passed = 0, total = 0;
@@ -154,8 +170,8 @@ function baseline([title, dir, knownFile, scoredFile]) {
   table(rows, ['scenario', 'result', 'checks', '']);
   const problems = [];
   if (res.size === 0) problems.push('no scenario ran: see conformance.log');
-  for (const [name, r] of res) if (!r.pass && judged(name)) problems.push(`${name} fails on the reference server itself`);
-  for (const name of scored || []) if (!res.has(name)) problems.push(`${name} is scored but did not run: see conformance.log`);
+  for (const [name, r] of res) if (!r.pass && judged(name)) problems.push(`${name} fails on the reference ${who} itself`);
+  for (const name of scored || []) if (!res.has(name)) problems.push(`${name} did not run: see conformance.log`);
   for (const name of res.keys()) if (!known.has(name)) problems.push(`${name} is not in "conformance list"`);
   console.log(`${title}: ${passed}/${total} scenarios`);
   for (const p of problems) console.log(`  error: ${p}`);
@@ -242,7 +258,7 @@ function client([title, baseDir, gwDir, expectedFile, knownFile, ...ran]) {
 }
 
 const [cmd, ...args] = process.argv.slice(2);
-const commands = { baseline, compare, client };
+const commands = { baseline, compare, client, 'client-baseline': clientBaseline };
 if (!Object.hasOwn(commands, cmd)) {
   console.error('usage: report.cjs baseline|compare|client ... (see the comment at the top)');
   process.exit(2);

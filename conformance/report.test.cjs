@@ -124,7 +124,7 @@ test('scored: only the requirement set is judged, and all of it must run', (t) =
   base = run(dir, 'base2', { a: 'pass', b: 'pass' });
   r = report('baseline', 'B', base, known, scored);
   assert.equal(r.code, 1, r.out);
-  assert.match(r.out, /c is scored but did not run/);
+  assert.match(r.out, /c did not run/);
   r = report('compare', 'G', 'modern-http', base, gw, list, known, scored);
   assert.equal(r.code, 1, r.out);
   assert.match(r.out, /c: did not run on the baseline/);
@@ -143,7 +143,17 @@ test('client: folders without a prefix, and every named scenario must run', (t) 
   const list = write(dir, 'l.yaml', 'client:\n  - request-metadata\n');
   const base = run(dir, 'base', { initialize: 'pass', tools_call: 'pass', 'request-metadata': 'pass' }, { prefix: '', logged: false });
   let gw = run(dir, 'gw', { initialize: 'pass', tools_call: 'pass', 'request-metadata': 'fail' }, { prefix: '', logged: false });
-  let r = report('client', 'C', base, gw, list, known, 'initialize', 'tools_call', 'request-metadata');
+  let r = report('client-baseline', 'CB', base, known, 'initialize', 'tools_call', 'request-metadata');
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /^CB: 3\/3 scenarios$/m);
+  r = report('client-baseline', 'CB', gw, known, 'initialize', 'tools_call', 'request-metadata');
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.out, /request-metadata fails on the reference client itself/);
+  r = report('client-baseline', 'CB', base, known, 'initialize', 'sse-retry');
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.out, /sse-retry did not run/);
+
+  r = report('client', 'C', base, gw, list, known, 'initialize', 'tools_call', 'request-metadata');
   assert.equal(r.code, 0, r.out);
   assert.match(r.out, /^C: 2\/3 scenarios, 1 expected failures, 0 regressions$/m);
 

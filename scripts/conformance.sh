@@ -528,6 +528,7 @@ clients() {
   say "== client baseline: the suite's client scenarios against the Go SDK's everything-client"
   say "   results: $base"
   for s in "${todo[@]}"; do run_client "$base" "$s" "$EVERYTHING_CLIENT"; done
+  report client-baseline "conformance (client baseline, the Go SDK's everything-client)" "$base" "$OUT/client-scenarios-2026.txt" "${todo[@]}"
   echo
   say "== client: the same scenarios with mcpgw as the client (conformance/client-via-mcpgw.sh)"
   say "   results: $dir"

@@ -104,6 +104,13 @@ func (c *Client) discover(ctx context.Context, probe bool) error {
 		defer cancel()
 	}
 	raw, err := c.roundTrip(pctx, "server/discover", params, "", nil)
+	if offersModern(err) {
+		// A server may refuse the first choice and name what it speaks
+		// (MCP 2026-07-28, basic/versioning): when that list has our
+		// version, ask once more before taking it for a legacy server.
+		c.lifecycle("server/discover: the server refused the version but lists %s; asking again", ModernProtocolVersion)
+		raw, err = c.roundTrip(pctx, "server/discover", params, "", nil)
+	}
 	if err != nil {
 		return c.discoverFailed(ctx, pctx, err)
 	}
@@ -139,6 +146,19 @@ func (c *Client) discover(ctx context.Context, probe bool) error {
 		c.runListen(lctx)
 	}()
 	return nil
+}
+
+// offersModern reports whether err is an unsupported-version error whose
+// data lists ModernProtocolVersion among the versions the server speaks.
+func offersModern(err error) bool {
+	jerr, ok := errors.AsType[*jsonrpc.Error](err)
+	if !ok || jerr.Code != codeUnsupportedVersion || len(jerr.Data) == 0 {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(jerr.Data, &data) == nil && slices.Contains(data.Supported, ModernProtocolVersion)
 }
 
 // discoverFailed classifies a server/discover that got no result. ctx is

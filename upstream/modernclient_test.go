@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,6 +176,27 @@ func TestConnect_EraHTTP(t *testing.T) {
 		{name: "modern", protocol: config.ProtocolAuto, wantEra: EraModern,
 			discover: result(`{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"1"}},"ttlMs":0,"cacheScope":"public"}`),
 			want:     []string{"server/discover"}},
+		{name: "-32022 listing ours, then a result", protocol: config.ProtocolAuto, wantEra: EraModern,
+			discover: func() func(http.ResponseWriter, *http.Request, *jsonrpc.Message) {
+				var n atomic.Int32
+				return func(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) {
+					if n.Add(1) == 1 {
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(400)
+						w.Write(encode(t, jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(-32022, "unsupported protocol version", map[string]any{"supported": []string{"2026-07-28"}, "requested": "2026-07-28"}))))
+						return
+					}
+					result(`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{}}`)(w, r, m)
+				}
+			}(),
+			want: []string{"server/discover", "server/discover"}},
+		{name: "-32022 without ours", protocol: config.ProtocolAuto, wantEra: EraLegacy,
+			discover: func(w http.ResponseWriter, _ *http.Request, m *jsonrpc.Message) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(400)
+				w.Write(encode(t, jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(-32022, "unsupported protocol version", map[string]any{"supported": []string{"2025-11-25"}}))))
+			},
+			want: []string{"server/discover", "initialize", "notifications/initialized"}},
 		{name: "-32601 in a 200", protocol: config.ProtocolAuto, wantEra: EraLegacy, discover: jsonErr(200, -32601, "method not found"),
 			want: []string{"server/discover", "initialize", "notifications/initialized"}},
 		{name: "400 without a body", protocol: config.ProtocolAuto, wantEra: EraLegacy, discover: bare(400),

@@ -270,28 +270,6 @@ say "building mcpgw from $ROOT"
 MCPGW="$tmp/mcpgw"
 if wants client; then (cd "$ROOT" && go build -o "$tmp/driver" ./conformance/driver); fi
 
-# The 2026 templates give their server "protocol: auto". An mcpgw from
-# before that setting rejects the key; then the runs go on without it (its
-# default, and its only era), and the summary says so.
-protocol_note=""
-if wants_2026; then
-  mkdir -p "$tmp/templates"
-  printf 'listen: 127.0.0.1:0\ndata_dir: "%s"\nservers:\n  - name: probe\n    transport: http\n    url: "http://127.0.0.1:9/"\n    protocol: auto\n' \
-    "$tmp/probe-data" >"$tmp/probe.yaml"
-  if "$MCPGW" validate --config "$tmp/probe.yaml" >"$tmp/probe.log" 2>&1; then
-    cp "$CONF_DIR"/2026/gateway-*.yaml "$tmp/templates/"
-  elif grep -q 'servers\[0\] (name "probe")\.protocol: unknown key$' "$tmp/probe.log" &&
-    grep -q ': 1 problem(s)$' "$tmp/probe.log"; then
-    protocol_note="note: this mcpgw has no servers[].protocol setting: the 2026 runs used its default"
-    say "$protocol_note"
-    for f in "$CONF_DIR"/2026/gateway-*.yaml; do
-      grep -v '^    protocol: auto$' "$f" >"$tmp/templates/${f##*/}"
-    done
-  else
-    cat "$tmp/probe.log" >&2
-    die "mcpgw rejects a server with protocol: auto"
-  fi
-fi
 say "tools ready in $((SECONDS - t0))s"
 
 OUT=${CONFORMANCE_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcpgw-conformance-results.XXXXXX")}
@@ -534,7 +512,7 @@ clients() {
   say "   results: $dir"
   for s in "${todo[@]}"; do
     CONFORMANCE_MCPGW=$MCPGW CONFORMANCE_DRIVER="$tmp/driver" CONFORMANCE_NODE=$NODE \
-      CONFORMANCE_TEMPLATE="$tmp/templates/gateway-client.yaml" CONFORMANCE_CLIENT_OUT="$dir/mcpgw" \
+      CONFORMANCE_TEMPLATE="$CONF_DIR/2026/gateway-client.yaml" CONFORMANCE_CLIENT_OUT="$dir/mcpgw" \
       run_client "$dir" "$s" "$CONF_DIR/client-via-mcpgw.sh"
     # The wrapper stops its mcpgw; if the suite killed the wrapper first,
     # mcpgw may be left: stop it. (Never pid 0 or 1.)
@@ -570,13 +548,13 @@ if wants_2026_server; then
   baseline e-baseline-2026 "2026 baseline, reference server over HTTP, stateless" 2026 true
 fi
 if wants modern-http; then
-  gateway f-modern-http modern-http http e-baseline-2026 2026 modern-http "$tmp/templates/gateway-http.yaml" true
+  gateway f-modern-http modern-http http e-baseline-2026 2026 modern-http "$CONF_DIR/2026/gateway-http.yaml" true
 fi
 if wants modern-legacy-http; then
-  gateway g-modern-legacy-http modern-legacy-http http e-baseline-2026 2026 modern-legacy-http "$tmp/templates/gateway-http.yaml" false
+  gateway g-modern-legacy-http modern-legacy-http http e-baseline-2026 2026 modern-legacy-http "$CONF_DIR/2026/gateway-http.yaml" false
 fi
 if wants modern-stdio; then
-  gateway h-modern-stdio modern-stdio stdio e-baseline-2026 2026 modern-stdio "$tmp/templates/gateway-stdio.yaml" true
+  gateway h-modern-stdio modern-stdio stdio e-baseline-2026 2026 modern-stdio "$CONF_DIR/2026/gateway-stdio.yaml" true
 fi
 if wants client; then
   clients i-client-baseline j-client
@@ -584,7 +562,6 @@ fi
 
 echo
 say "== summary (results in $OUT, took $((SECONDS - t0))s in all)"
-[ -z "$protocol_note" ] || summaries+=("$protocol_note")
 printf '%s\n' "${summaries[@]}" | tee "$OUT/summary.txt"
 if [ "$status" -ne 0 ]; then
   say "FAILED: see the errors above; conformance/README.md explains them"

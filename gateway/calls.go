@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"sort"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -138,4 +139,17 @@ func setString(obj json.RawMessage, key, value string) (json.RawMessage, error) 
 		return nil, invalidParams("params must be a JSON object")
 	}
 	return out, nil
+}
+
+// ToolInputSchema returns the inputSchema of the tool exposed as name in
+// the merged catalog, as its server gives it, for an edge that checks a
+// call's headers against it. ok is false when no tool has that name.
+func (s *Server) ToolInputSchema(name string) (schema json.RawMessage, ok bool) {
+	items := s.cat.Load().tools.items
+	i := sort.Search(len(items), func(i int) bool { return items[i].key >= name })
+	if i == len(items) || items[i].key != name {
+		return nil, false
+	}
+	schema, _, _ = rawjson.Get(items[i].raw, "inputSchema")
+	return schema, true
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -17,7 +18,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x",`+meta+`}}`, "2026-07-28", "tools/call", "x")
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+meta+`}}`, "2026-07-28", "tools/list", "")
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a:b",`+meta+`}}`, "2026-07-28", "resources/read", "=?base64?YTpi?=")
-	h := &Handler{versions: []string{Version, "2025-11-25"}}
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__a__region","arguments":{"region":"eu"},`+meta+`}}`, "2026-07-28", "tools/call", "mcp__a__region")
+	h := newEnv(f, gateway.Options{}, Options{}).h
 	f.Fuzz(func(t *testing.T, body, version, method, name string) {
 		msgs, batch, err := jsonrpc.ParseOwnedStrict([]byte(body))
 		if err != nil || batch || !msgs[0].IsRequest() {

@@ -319,6 +319,11 @@ func (h *Handler) check(r *http.Request, m *jsonrpc.Message) (*request, int, *js
 			return mismatch("the Mcp-Name header does not match params.%s of the %s request", member, m.Method)
 		}
 	}
+	if m.Method == "tools/call" {
+		if jerr := h.checkParamHeaders(r, params); jerr != nil {
+			return nil, http.StatusBadRequest, jerr
+		}
+	}
 	params, err = stripReserved(params, meta)
 	if err != nil {
 		return bad("params are not a valid object: %v", err)

@@ -25,7 +25,7 @@ import (
 // the legacy edge hands it modern POSTs: parsed, with the principal in the
 // context.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	h    *Handler
 	core *gateway.Server
 	mgr  *upstreamtest.Manager
@@ -36,14 +36,17 @@ type env struct {
 	hooks chan *upstream.CallHooks
 }
 
-var echoTool = json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"}}`)
+var (
+	echoTool   = json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"}}`)
+	regionTool = json.RawMessage(`{"name":"region","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"number","x-mcp-header":"N"},"bad":{"type":"object","x-mcp-header":"Bad"},"plain":{"type":"string"}}}}`)
+)
 
-func newEnv(t *testing.T, coreOpts gateway.Options, opts Options) *env {
+func newEnv(t testing.TB, coreOpts gateway.Options, opts Options) *env {
 	t.Helper()
 	e := &env{t: t, calls: make(chan json.RawMessage, 16), hooks: make(chan *upstream.CallHooks, 16)}
 	srv := &upstreamtest.Server{
 		Name:      "a",
-		Tools:     []json.RawMessage{echoTool, json.RawMessage(`{"name":"slow","inputSchema":{"type":"object"}}`)},
+		Tools:     []json.RawMessage{echoTool, regionTool, json.RawMessage(`{"name":"slow","inputSchema":{"type":"object"}}`)},
 		Prompts:   []json.RawMessage{json.RawMessage(`{"name":"greet"}`)},
 		Resources: []json.RawMessage{json.RawMessage(`{"uri":"file:///r.txt","name":"r"}`)},
 		Handle: func(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
@@ -466,5 +469,61 @@ func TestListen(t *testing.T) {
 	}
 	if r, _ := last["result"].(map[string]any); r["resultType"] != "complete" {
 		t.Errorf("listen result %v", last)
+	}
+}
+
+// TestServe_ParamHeaders: the arguments a tool's schema marks with
+// x-mcp-header must come with their Mcp-Param-* header, equal once
+// decoded; anything else is 400 -32020 and never reaches the server.
+func TestServe_ParamHeaders(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{})
+	call := func(args string) string {
+		return `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"mcp__a__region","arguments":` + args + `,` + meta + `}}`
+	}
+	tests := []struct {
+		name    string
+		args    string
+		headers map[string]string
+		ok      bool
+	}{
+		{"literal", `{"region":"eu"}`, map[string]string{"Mcp-Param-Region": "eu"}, true},
+		{"header name case", `{"region":"eu"}`, map[string]string{"mcp-param-region": " eu "}, true},
+		{"base64", `{"region":"Hello"}`, map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8=?="}, true},
+		{"sentinel-looking literal", `{"region":"=?base64?SGVsbG8="}`, map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8="}, true},
+		{"number compared as a number", `{"n":1.50}`, map[string]string{"Mcp-Param-N": "1.5"}, true},
+		{"neither", `{"plain":"x"}`, nil, true},
+		{"object property is not mirrored", `{"bad":{"a":1}}`, nil, true},
+		{"missing header", `{"region":"eu"}`, nil, false},
+		{"mismatch", `{"region":"eu"}`, map[string]string{"Mcp-Param-Region": "us"}, false},
+		{"bad padding", `{"region":"Hello"}`, map[string]string{"Mcp-Param-Region": "=?base64?SGVsbG8?="}, false},
+		{"bad characters", `{"region":"Hello"}`, map[string]string{"Mcp-Param-Region": "=?base64?SGVs!!!bG8=?="}, false},
+		{"header without argument", `{}`, map[string]string{"Mcp-Param-Region": "eu"}, false},
+		{"number mismatch", `{"n":2}`, map[string]string{"Mcp-Param-N": "3"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.post(call(tt.args), "tools/call", "mcp__a__region", func(h http.Header) {
+				for k, v := range tt.headers {
+					h[k] = []string{v}
+				}
+			})
+			m := answer(t, resp)
+			if tt.ok {
+				if resp.StatusCode != 200 || m["result"] == nil {
+					t.Fatalf("status %d, %v; want a result", resp.StatusCode, m)
+				}
+				<-e.calls
+				<-e.hooks
+				return
+			}
+			if resp.StatusCode != 400 || errCode(m) != CodeHeaderMismatch {
+				t.Fatalf("status %d, %v; want 400 with -32020", resp.StatusCode, m)
+			}
+			select {
+			case p := <-e.calls:
+				t.Errorf("a refused call reached the server: %s", p)
+			default:
+			}
+		})
 	}
 }

@@ -55,6 +55,10 @@ type list struct {
 	// coverage is which access rules cover each item (acl.go), worked
 	// out at the first list for a caller with rules.
 	coverage listCoverage
+	// nonObjectOutput says that a tool of the list has an outputSchema
+	// whose root is not an object schema: a 2026-07-28 server's, which
+	// the session era cannot carry.
+	nonObjectOutput bool
 }
 
 // item is one entry of a merged list.
@@ -81,8 +85,32 @@ func newList(field string, items []item) *list {
 		b.Write(it.raw)
 	}
 	b.WriteString(`]}`)
-	return &list{field: field, items: items, full: b.Bytes()}
+	l := &list{field: field, items: items, full: b.Bytes()}
+	if field == "tools" {
+		for _, it := range items {
+			if schema, ok, _ := rawjson.Get(it.raw, "outputSchema"); ok && !ObjectSchema(schema) {
+				l.nonObjectOutput = true
+				break
+			}
+		}
+	}
+	return l
 }
+
+// ObjectSchema reports whether a tool's outputSchema is one the session
+// era allows: an object schema ("type": "object" at its root).
+func ObjectSchema(schema json.RawMessage) bool {
+	if len(schema) == 0 || schema[0] != '{' {
+		return false
+	}
+	typ, _ := rawjson.String(schema, "type")
+	return typ == "object"
+}
+
+// NonObjectOutputSchemas reports whether a tool of the merged list has an
+// outputSchema that is not an object schema, which an edge of the session
+// era must leave out of its tools/list.
+func (s *Server) NonObjectOutputSchemas() bool { return s.cat.Load().tools.nonObjectOutput }
 
 // page returns the items after key after (all when after is ""), at most n
 // (all when n <= 0), and whether more follow.

@@ -854,3 +854,28 @@ func TestCatalog_ServerOrderAfterReload(t *testing.T) {
 		})
 	}
 }
+
+// TestCatalog_NonObjectOutputSchemas: the catalog notices a tool whose
+// outputSchema the session era cannot carry, and notices when it is gone.
+func TestCatalog_NonObjectOutputSchemas(t *testing.T) {
+	tests := []struct {
+		name  string
+		tools []string
+		want  bool
+	}{
+		{"none", []string{`{"name":"a","inputSchema":{"type":"object"}}`}, false},
+		{"object", []string{`{"name":"a","outputSchema":{"type":"object","properties":{}}}`}, false},
+		{"array", []string{`{"name":"a"}`, `{"name":"b","outputSchema":{"type":"array"}}`}, true},
+		{"no type", []string{`{"name":"a","outputSchema":{}}`}, true},
+		{"boolean schema", []string{`{"name":"a","outputSchema":true}`}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s", Tools: raws(tt.tools...)})
+			s := newCore(t, m, Options{})
+			if got := s.NonObjectOutputSchemas(); got != tt.want {
+				t.Errorf("NonObjectOutputSchemas = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

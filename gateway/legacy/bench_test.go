@@ -99,13 +99,13 @@ func BenchmarkEncodeResult_ToolsCall(b *testing.B) {
 	for _, version := range []string{V20251125, V20250326} {
 		b.Run(version, func(b *testing.B) {
 			result := benchToolResult(100)
-			out := encodeResult(version, "tools/call", result)
+			out := encodeResult(version, "tools/call", result, false)
 			if strings.Contains(string(out), "structuredContent") != (version == V20251125) {
 				b.Fatalf("encodeResult = %s", out)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				encodeResult(version, "tools/call", result)
+				encodeResult(version, "tools/call", result, false)
 			}
 		})
 	}

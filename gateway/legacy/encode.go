@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -102,14 +103,29 @@ var (
 // through. A result that does not have the expected shape passes through
 // unchanged: it is the upstream's, and the client may still make sense of
 // it.
-func encodeResult(version, method string, result json.RawMessage) json.RawMessage {
+//
+// A 2026-07-28 server's tool may have an outputSchema that is not an
+// object schema and return a structuredContent that is not an object;
+// the session era has neither, so both go (the content keeps the text).
+// nonObjectOutput says the tools/list result has such a schema.
+func encodeResult(version, method string, result json.RawMessage, nonObjectOutput bool) json.RawMessage {
 	switch method {
 	case "tools/list":
 		drop := toolDrop[version]
-		if len(drop) == 0 {
+		if len(drop) == 0 && !nonObjectOutput {
 			return result
 		}
 		out, err := rawjson.MapArray(result, "tools", func(tool json.RawMessage) json.RawMessage {
+			if nonObjectOutput {
+				if schema, ok, _ := rawjson.Get(tool, "outputSchema"); ok && !gateway.ObjectSchema(schema) {
+					if t, err := rawjson.Delete(tool, "outputSchema"); err == nil {
+						tool = t
+					}
+				}
+			}
+			if len(drop) == 0 {
+				return tool
+			}
 			if t, err := rawjson.Delete(tool, drop...); err == nil {
 				return t
 			}
@@ -121,6 +137,11 @@ func encodeResult(version, method string, result json.RawMessage) json.RawMessag
 		return out
 	case "tools/call":
 		if version != V20250326 {
+			if sc, ok, _ := rawjson.Get(result, "structuredContent"); ok && (len(sc) == 0 || sc[0] != '{') {
+				if out, err := rawjson.Delete(result, "structuredContent"); err == nil {
+					return out
+				}
+			}
 			return result
 		}
 		// 2025-03-26 has neither structuredContent nor resource_link.

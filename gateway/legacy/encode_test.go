@@ -59,7 +59,37 @@ func TestEncodeResult(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := string(encodeResult(tt.version, tt.method, json.RawMessage(tt.in)))
+			got := string(encodeResult(tt.version, tt.method, json.RawMessage(tt.in), false))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEncodeResult_NonObject: what a 2026-07-28 server may return and the
+// session era has no room for goes: an outputSchema that is not an object
+// schema, a structuredContent that is not an object.
+func TestEncodeResult_NonObject(t *testing.T) {
+	tests := []struct {
+		name, version, method, in, want string
+		nonObjectOutput                 bool
+	}{
+		{"list with an array outputSchema", V20251125, "tools/list",
+			`{"tools":[{"name":"a","outputSchema":{"type":"array","items":{}}},{"name":"b","outputSchema":{"type":"object"}},{"name":"c","outputSchema":true}]}`,
+			`{"tools":[{"name":"a"},{"name":"b","outputSchema":{"type":"object"}},{"name":"c"}]}`, true},
+		{"list with an array outputSchema, 2025-03-26", V20250326, "tools/list",
+			`{"tools":[{"name":"a","title":"A","outputSchema":{"type":"array"}}]}`,
+			`{"tools":[{"name":"a"}]}`, true},
+		{"call with array structuredContent", V20251125, "tools/call",
+			`{"content":[{"type":"text","text":"[1,2]"}],"structuredContent":[1,2]}`,
+			`{"content":[{"type":"text","text":"[1,2]"}]}`, false},
+		{"call with a string structuredContent", V20250618, "tools/call",
+			`{"content":[],"structuredContent":"x"}`, `{"content":[]}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(encodeResult(tt.version, tt.method, json.RawMessage(tt.in), tt.nonObjectOutput))
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -95,7 +125,7 @@ func FuzzEncodeResult(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		for _, v := range Versions {
 			for _, m := range []string{"tools/list", "tools/call"} {
-				out := encodeResult(v, m, json.RawMessage(in))
+				out := encodeResult(v, m, json.RawMessage(in), true)
 				if json.Valid([]byte(in)) && !json.Valid(out) {
 					t.Fatalf("%s %s: valid %q became invalid %q", v, m, in, out)
 				}

@@ -436,7 +436,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 		if res.Type != gateway.ResultComplete && res.Type != "" {
 			h.logger.Debug("relaying a result that is not complete", "session_id", s.key, "method", c.method, "type", string(res.Type))
 		}
-		return resultMessage(c.id, encodeResult(s.version, c.method, res.Body))
+		return resultMessage(c.id, encodeResult(s.version, c.method, res.Body, c.method == "tools/list" && h.core.NonObjectOutputSchemas()))
 	case isRPC:
 		return errorMessage(c.id, jerr)
 	case cause == errShutdown:

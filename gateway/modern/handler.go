@@ -38,6 +38,14 @@ const (
 	DefaultStreamAfter  = time.Second
 	DefaultWriteTimeout = 30 * time.Second
 	DefaultMaxListens   = 4096
+	// DefaultMaxPerPrincipal bounds one principal's requests in flight
+	// at once, listen streams included: with no session to cap, a
+	// client could otherwise hold the gateway's goroutines and upstream
+	// slots without end.
+	DefaultMaxPerPrincipal = 256
+	// DefaultMaxListensPerPrincipal bounds one principal's open listen
+	// streams.
+	DefaultMaxListensPerPrincipal = 16
 )
 
 // Options configures a Handler.
@@ -68,6 +76,12 @@ type Options struct {
 	// get a JSON-RPC error with gateway.CodeRateLimited. If zero,
 	// DefaultMaxListens.
 	MaxListens int
+	// MaxPerPrincipal caps one principal's requests in flight, and
+	// MaxListensPerPrincipal its open listen streams; more get a JSON-RPC
+	// error with gateway.CodeRateLimited. If zero, DefaultMaxPerPrincipal
+	// and DefaultMaxListensPerPrincipal.
+	MaxPerPrincipal        int
+	MaxListensPerPrincipal int
 }
 
 // Handler serves the modern era's requests. Create it with New, hand it
@@ -82,6 +96,10 @@ type Handler struct {
 	mu      sync.Mutex
 	closing bool
 	listens map[*listen]struct{}
+	// busy counts each principal's requests in flight, and listening its
+	// open listen streams.
+	busy      map[string]int
+	listening map[string]int
 	// work counts the requests being answered, listens included; Close
 	// waits for them.
 	work      sync.WaitGroup
@@ -96,8 +114,14 @@ func New(opts Options) (*Handler, error) {
 	if opts.Core == nil {
 		return nil, errors.New("modern: Options.Core is required")
 	}
-	if opts.KeepAlive < 0 || opts.StreamAfter < 0 || opts.WriteTimeout < 0 || opts.MaxListens < 0 {
-		return nil, errors.New("modern: Options.KeepAlive, StreamAfter, WriteTimeout and MaxListens must not be negative")
+	if opts.KeepAlive < 0 || opts.StreamAfter < 0 || opts.WriteTimeout < 0 || opts.MaxListens < 0 || opts.MaxPerPrincipal < 0 || opts.MaxListensPerPrincipal < 0 {
+		return nil, errors.New("modern: Options.KeepAlive, StreamAfter, WriteTimeout, MaxListens, MaxPerPrincipal and MaxListensPerPrincipal must not be negative")
+	}
+	if opts.MaxPerPrincipal == 0 {
+		opts.MaxPerPrincipal = DefaultMaxPerPrincipal
+	}
+	if opts.MaxListensPerPrincipal == 0 {
+		opts.MaxListensPerPrincipal = DefaultMaxListensPerPrincipal
 	}
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = DefaultKeepAlive
@@ -116,12 +140,14 @@ func New(opts Options) (*Handler, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{
-		opts:     opts,
-		core:     opts.Core,
-		logger:   logger.With("component", "modern"),
-		versions: append([]string{Version}, opts.LegacyVersions...),
-		listens:  make(map[*listen]struct{}),
-		closed:   make(chan struct{}),
+		opts:      opts,
+		core:      opts.Core,
+		logger:    logger.With("component", "modern"),
+		versions:  append([]string{Version}, opts.LegacyVersions...),
+		listens:   make(map[*listen]struct{}),
+		busy:      make(map[string]int),
+		listening: make(map[string]int),
+		closed:    make(chan struct{}),
 	}
 	h.stopWatch = h.core.Watch(h.listChanged)
 	return h, nil
@@ -159,6 +185,27 @@ func (h *Handler) begin() bool {
 	}
 	h.work.Add(1)
 	return true
+}
+
+// hold counts a request of principal in flight, or reports that it has
+// as many as it may.
+func (h *Handler) hold(principal string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.busy[principal] >= h.opts.MaxPerPrincipal {
+		return false
+	}
+	h.busy[principal]++
+	return true
+}
+
+// drop ends what hold counted.
+func (h *Handler) drop(principal string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.busy[principal]--; h.busy[principal] <= 0 {
+		delete(h.busy, principal)
+	}
 }
 
 // request is one modern request, its _meta checked.
@@ -200,6 +247,13 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 		writeError(w, status, m.ID, jerr)
 		return
 	}
+	if !h.hold(req.principal) {
+		writeError(w, http.StatusOK, m.ID, jsonrpc.NewError(gateway.CodeRateLimited,
+			fmt.Sprintf("you have %d requests in flight, the limit for one caller; wait for some to finish", h.opts.MaxPerPrincipal),
+			map[string]int{"limit": h.opts.MaxPerPrincipal}))
+		return
+	}
+	defer h.drop(req.principal)
 	switch {
 	case m.Method == "server/discover":
 		h.discover(w, req)

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -525,5 +527,54 @@ func TestServe_ParamHeaders(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestServe_Caps: without a session to bound them, one principal's
+// requests in flight and open listen streams are capped; another
+// principal is not held back by them.
+func TestServe_Caps(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{MaxPerPrincipal: 3, MaxListensPerPrincipal: 1})
+	as := func(p string) func(http.Header) { return func(h http.Header) { h.Set("X-Test-Principal", p) } }
+	slow := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__a__slow",` + meta + `}}`
+	listen := `{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + meta + `}}`
+	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + meta + `}}`
+
+	e.post(slow, "tools/call", "mcp__a__slow", as("alice"))
+	<-e.calls
+	<-e.hooks
+	if ls := e.post(listen, "subscriptions/listen", "", as("alice")); ls.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("alice's first listen: %s", ls.Header.Get("Content-Type"))
+	}
+	// A second listen is over her listen cap (2 of 3 requests held).
+	m := answer(t, e.post(strings.Replace(listen, `"l"`, `"l2"`, 1), "subscriptions/listen", "", as("alice")))
+	if errCode(m) != gateway.CodeRateLimited || !strings.Contains(fmt.Sprint(m["error"]), "listen streams") || m["id"] != "l2" {
+		t.Errorf("alice's second listen: %v, want -31003 for her listen cap", m)
+	}
+	e.post(slow, "tools/call", "mcp__a__slow", as("alice"))
+	<-e.calls
+	<-e.hooks
+	// Three held: a fourth request is refused.
+	m = answer(t, e.post(list, "tools/list", "", as("alice")))
+	if errCode(m) != gateway.CodeRateLimited || !strings.Contains(fmt.Sprint(m["error"]), "requests in flight") || m["id"] != float64(7) {
+		t.Errorf("alice's fourth request: %v, want -31003 with its id", m)
+	}
+	// bob is not held back.
+	if m = answer(t, e.post(list, "tools/list", "", as("bob"))); m["result"] == nil {
+		t.Errorf("bob's request: %v, want a result", m)
+	}
+	if bl := e.post(listen, "subscriptions/listen", "", as("bob")); bl.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("bob's listen: %s, want a stream", bl.Header.Get("Content-Type"))
+	}
+
+	// Too many resources for one listen.
+	var uris []string
+	for i := range maxListenResources + 1 {
+		uris = append(uris, `"file:///r`+strconv.Itoa(i)+`"`)
+	}
+	big := `{"jsonrpc":"2.0","id":"big","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` + strings.Join(uris, ",") + `]},` + meta + `}}`
+	m = answer(t, e.post(big, "subscriptions/listen", "", as("carol")))
+	if errCode(m) != jsonrpc.CodeInvalidParams {
+		t.Errorf("a listen of %d resources: %v, want -32602", len(uris), m)
 	}
 }

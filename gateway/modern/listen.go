@@ -20,6 +20,10 @@ import (
 // again).
 const listenQueue = 64
 
+// maxListenResources bounds the resources one listen follows: each is a
+// subscription upstream.
+const maxListenResources = 64
+
 // filter is what a subscriptions/listen asks for (MCP 2026-07-28,
 // basic/patterns/subscriptions).
 type filter struct {
@@ -70,6 +74,11 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	want := *p.Notifications
+	if len(want.ResourceSubscriptions) > maxListenResources {
+		writeError(w, http.StatusOK, req.id, jsonrpc.NewError(jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("resourceSubscriptions names %d resources; one listen may follow at most %d: open another for the rest", len(want.ResourceSubscriptions), maxListenResources), nil))
+		return
+	}
 	l := &listen{
 		id: req.id,
 		filter: filter{
@@ -81,17 +90,28 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, req *request) {
 		lost:  make(chan struct{}),
 	}
 	h.mu.Lock()
-	if len(h.listens) >= h.opts.MaxListens {
+	switch {
+	case len(h.listens) >= h.opts.MaxListens:
 		h.mu.Unlock()
 		writeError(w, http.StatusOK, req.id, jsonrpc.NewError(gateway.CodeRateLimited,
 			fmt.Sprintf("the gateway has %d listen streams open, its limit; retry later", h.opts.MaxListens), nil))
 		return
+	case h.listening[req.principal] >= h.opts.MaxListensPerPrincipal:
+		h.mu.Unlock()
+		writeError(w, http.StatusOK, req.id, jsonrpc.NewError(gateway.CodeRateLimited,
+			fmt.Sprintf("you have %d listen streams open, the limit for one caller; close one first", h.opts.MaxListensPerPrincipal),
+			map[string]int{"limit": h.opts.MaxListensPerPrincipal}))
+		return
 	}
 	h.listens[l] = struct{}{}
+	h.listening[req.principal]++
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
 		delete(h.listens, l)
+		if h.listening[req.principal]--; h.listening[req.principal] <= 0 {
+			delete(h.listening, req.principal)
+		}
 		h.mu.Unlock()
 	}()
 

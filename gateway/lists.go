@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"hash/fnv"
 	"sort"
 	"time"
 
@@ -144,4 +145,35 @@ func (s *Server) openCursor(token string) (cursor, bool) {
 		return cursor{}, false
 	}
 	return c, true
+}
+
+// ViewOf returns a fingerprint of what a caller sees of a merged list
+// ("tools", "prompts", or "resources" with its templates), for an edge
+// that tells a client of a change only when its own view changed: with
+// access rules, a change may touch only items the caller cannot see.
+func (s *Server) ViewOf(principal string, groups []string, name string) uint64 {
+	cat := s.cat.Load()
+	var lists []*list
+	var methods []string
+	switch name {
+	case "tools":
+		lists, methods = []*list{cat.tools}, []string{"tools/list"}
+	case "prompts":
+		lists, methods = []*list{cat.prompts}, []string{"prompts/list"}
+	case "resources":
+		lists, methods = []*list{cat.resources, cat.templates}, []string{"resources/list", "resources/templates/list"}
+	default:
+		return 0
+	}
+	rules := s.acl.forCaller(principal, groups)
+	h := fnv.New64a()
+	for i, l := range lists {
+		items, _ := s.pageFor(rules, l, methods[i], "", 0)
+		for _, it := range items {
+			h.Write(it.raw)
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return h.Sum64()
 }

@@ -45,6 +45,12 @@ var (
 
 func newEnv(t testing.TB, coreOpts gateway.Options, opts Options) *env {
 	t.Helper()
+	return newEnvWith(t, coreOpts, opts)
+}
+
+// newEnvWith is newEnv with more servers beside "a".
+func newEnvWith(t testing.TB, coreOpts gateway.Options, opts Options, more ...*upstreamtest.Server) *env {
+	t.Helper()
 	e := &env{t: t, calls: make(chan json.RawMessage, 16), hooks: make(chan *upstream.CallHooks, 16)}
 	srv := &upstreamtest.Server{
 		Name:      "a",
@@ -71,7 +77,7 @@ func newEnv(t testing.TB, coreOpts gateway.Options, opts Options) *env {
 			return json.RawMessage(`{}`), nil
 		},
 	}
-	e.mgr, e.srv = upstreamtest.NewManager(srv), srv
+	e.mgr, e.srv = upstreamtest.NewManager(append([]*upstreamtest.Server{srv}, more...)...), srv
 	coreOpts.Upstreams = e.mgr
 	core, err := gateway.New(coreOpts)
 	if err != nil {
@@ -577,4 +583,77 @@ func TestServe_Caps(t *testing.T) {
 	if errCode(m) != jsonrpc.CodeInvalidParams {
 		t.Errorf("a listen of %d resources: %v, want -32602", len(uris), m)
 	}
+}
+
+// streamReader returns a function that reads the next message of an event
+// stream.
+func streamReader(t *testing.T, resp *http.Response) func() map[string]any {
+	sc := bufio.NewScanner(resp.Body)
+	return func() map[string]any {
+		t.Helper()
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(d), &m); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+		}
+		t.Fatalf("the stream ended: %v", sc.Err())
+		return nil
+	}
+}
+
+// TestListen_ViewAware: with access rules, a list change reaches only the
+// listeners whose own view of the list changed.
+func TestListen_ViewAware(t *testing.T) {
+	acl := config.ACL{Rules: []config.ACLRule{
+		{Effect: config.ACLAllow, Principals: []string{"alice"}, Servers: []string{"a"}},
+		{Effect: config.ACLAllow, Principals: []string{"bob"}, Servers: []string{"b"}},
+		{Effect: config.ACLAllow, Principals: []string{"carol"}, Servers: []string{"a", "b"}},
+	}}
+	b := &upstreamtest.Server{Name: "b", Tools: []json.RawMessage{json.RawMessage(`{"name":"x","inputSchema":{"type":"object"}}`)}}
+	e := newEnvWith(t, gateway.Options{ACL: acl, ListChangedDebounce: time.Millisecond}, Options{}, b)
+	listen := `{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + meta + `}}`
+	open := func(p string) func() map[string]any {
+		resp := e.post(listen, "subscriptions/listen", "", func(h http.Header) { h.Set("X-Test-Principal", p) })
+		next := streamReader(t, resp)
+		if m := next(); m["method"] != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("%s's first message: %v", p, m)
+		}
+		return next
+	}
+	// carol sees both servers: each change reaches her, and once it has,
+	// every listener's share of it is queued.
+	alice, bob, carol := open("alice"), open("bob"), open("carol")
+	isChange := func(who string, m map[string]any) {
+		t.Helper()
+		if m["method"] != "notifications/tools/list_changed" {
+			t.Fatalf("%s got %v, want tools/list_changed", who, m)
+		}
+	}
+	isResult := func(who string, m map[string]any) {
+		t.Helper()
+		if m["id"] != "l" {
+			t.Errorf("%s's next message %v, want the listen's result: no other change was %s's business", who, m, who)
+		}
+	}
+
+	// a's list changes: alice and carol see it.
+	changed := *e.srv
+	changed.Tools = []json.RawMessage{echoTool}
+	e.mgr.Set(&changed)
+	isChange("alice", alice())
+	isChange("carol", carol())
+	// b's list changes: bob and carol see it.
+	b2 := *b
+	b2.Tools = nil
+	e.mgr.Set(&b2)
+	isChange("carol", carol())
+	go e.h.Close(context.Background())
+	isResult("alice", alice())
+	isChange("bob", bob())
+	isResult("bob", bob())
+	isResult("carol", carol())
 }

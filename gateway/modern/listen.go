@@ -35,9 +35,15 @@ type filter struct {
 
 // listen is one open subscriptions/listen stream.
 type listen struct {
-	id     jsonrpc.ID
-	filter filter // what was honoured
-	queue  chan []byte
+	id        jsonrpc.ID
+	principal string
+	groups    []string
+	filter    filter // what was honoured
+	// views are the fingerprints of the lists as the listener last saw
+	// them, by list, kept only when access rules shape what each caller
+	// sees (gateway.Server.ViewOf).
+	views map[string]uint64
+	queue chan []byte
 	// lost is closed when a notification did not fit in the queue.
 	lost     chan struct{}
 	lostOnce bool
@@ -80,7 +86,9 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	l := &listen{
-		id: req.id,
+		id:        req.id,
+		principal: req.principal,
+		groups:    req.groups,
 		filter: filter{
 			ToolsListChanged:     want.ToolsListChanged,
 			PromptsListChanged:   want.PromptsListChanged,
@@ -88,6 +96,12 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, req *request) {
 		},
 		queue: make(chan []byte, listenQueue),
 		lost:  make(chan struct{}),
+	}
+	if h.core.ListsVaryByPrincipal() {
+		l.views = make(map[string]uint64)
+		for _, list := range []string{"tools", "prompts", "resources"} {
+			l.views[list] = h.core.ViewOf(l.principal, l.groups, list)
+		}
 	}
 	h.mu.Lock()
 	switch {
@@ -165,7 +179,12 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, req *request) {
 		case <-r.Context().Done():
 			return
 		case <-h.closed:
-			// A graceful end: the listen's result.
+			// A graceful end: what is queued, then the listen's result.
+			for len(l.queue) > 0 {
+				if !write(sseEvent(<-l.queue)) {
+					return
+				}
+			}
 			res := map[string]any{
 				"resultType": gateway.ResultComplete,
 				"_meta":      map[string]json.RawMessage{front.MetaSubscriptionID: l.id.Raw()},
@@ -207,7 +226,8 @@ func (h *Handler) subscribe(ctx context.Context, req *request, key string, l *li
 }
 
 // listChanged tells the listen streams that asked for it that a merged
-// list changed.
+// list changed: all of them, or, when access rules shape what each caller
+// sees, those whose view of the list changed.
 func (h *Handler) listChanged(ch gateway.Change) {
 	method := "notifications/" + ch.List + "/list_changed"
 	h.mu.Lock()
@@ -222,9 +242,18 @@ func (h *Handler) listChanged(ch gateway.Change) {
 		case "resources":
 			wanted = l.filter.ResourcesListChanged
 		}
-		if wanted {
-			l.sendLocked(method, nil)
+		if !wanted {
+			continue
 		}
+		if l.views != nil {
+			// Only a change of what this caller sees is news to it.
+			v := h.core.ViewOf(l.principal, l.groups, ch.List)
+			if v == l.views[ch.List] {
+				continue
+			}
+			l.views[ch.List] = v
+		}
+		l.sendLocked(method, nil)
 	}
 }
 

@@ -31,8 +31,10 @@ func FuzzCheck(f *testing.F) {
 		r.Header.Set(front.HeaderName, name)
 		req, status, jerr := h.check(r, msgs[0])
 		if jerr != nil {
-			if status != 400 {
-				t.Fatalf("a refusal in status %d", status)
+			// Only a 2025 task request is refused in a 200: its headers
+			// were right.
+			if status != 400 && !(status == 200 && strings.Contains(jerr.Message, "2025-11-25 task")) {
+				t.Fatalf("a refusal in status %d: %v", status, jerr)
 			}
 			return
 		}

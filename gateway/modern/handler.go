@@ -377,6 +377,12 @@ func (h *Handler) check(r *http.Request, m *jsonrpc.Message) (*request, int, *js
 		if jerr := h.checkParamHeaders(r, params); jerr != nil {
 			return nil, http.StatusBadRequest, jerr
 		}
+		// params.task asks for a task of the session era; this era's
+		// tasks are an extension the gateway does not offer in it.
+		if _, ok, _ := rawjson.Get(params, "task"); ok {
+			return nil, http.StatusOK, jsonrpc.Errorf(jsonrpc.CodeInvalidParams,
+				"params.task asks for a 2025-11-25 task, which protocol version %s does not have; call the tool without it", Version)
+		}
 	}
 	params, err = stripReserved(params, meta)
 	if err != nil {

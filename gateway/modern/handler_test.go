@@ -228,6 +228,8 @@ func TestServe_Refusals(t *testing.T) {
 			status: 404, code: -32601},
 		{name: "unknown method", body: `{"jsonrpc":"2.0","id":14,"method":"nope/nope","params":{` + meta + `}}`, method: "nope/nope",
 			status: 404, code: -32601, inMsg: "not offered"},
+		{name: "a 2025 task", body: `{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"mcp__a__echo","task":{"ttl":1000},` + meta + `}}`, method: "tools/call", mcpName: "mcp__a__echo",
+			status: 200, code: -32602, inMsg: "2025-11-25 task"},
 		{name: "a response", body: `{"jsonrpc":"2.0","id":15,"result":{}}`, method: "",
 			status: 400, code: -32600},
 	}

@@ -164,6 +164,8 @@ var methods = map[string]bool{
 	"resources/subscribe": true, "resources/unsubscribe": true,
 	"completion/complete": true, "logging/setLevel": true,
 	"tasks/get": true, "tasks/result": true, "tasks/cancel": true, "tasks/list": true,
+	// 2026-07-28.
+	"server/discover": true, "subscriptions/listen": true, "tasks/update": true,
 }
 
 // Methods returns the MCP request methods MethodLabel keeps.

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpgw/mcpgw/gateway"
-	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -26,23 +24,13 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &response{w: w, rc: http.NewResponseController(w), h: h}
-	greq := &gateway.Request{
-		Method:    req.method,
-		ID:        plainID(req.id),
-		Params:    req.params,
-		Principal: req.principal,
-		Groups:    req.groups,
-		Client:    gateway.Client{ProtocolVersion: req.version, Capabilities: req.caps, Info: req.info},
-		LogLevel:  req.logLevel,
-		BaseURL:   front.ForwardedBaseURL(r, h.opts.TrustedProxies),
-		Header:    front.Forwardable(r.Header),
-		Cancel:    cancel,
-		Notify: func(method string, params json.RawMessage) {
-			if method == "notifications/message" && !wantsLog(req.logLevel, params) {
-				return
-			}
-			out.event(notification(method, params))
-		},
+	greq := h.coreRequest(r, req)
+	greq.Cancel = cancel
+	greq.Notify = func(method string, params json.RawMessage) {
+		if method == "notifications/message" && !wantsLog(req.logLevel, params) {
+			return
+		}
+		out.event(notification(method, params))
 	}
 	// A request that runs long becomes an event stream, so that keep-alive
 	// comments tell the client and its proxies that it is still alive.

@@ -3,7 +3,6 @@ package modern
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/front"
@@ -79,7 +78,7 @@ func (h *Handler) metaEdit(obj json.RawMessage) rawjson.Edit {
 
 // discover answers server/discover: the versions served on this endpoint
 // in both eras, what the gateway offers, and who it is.
-func (h *Handler) discover(w http.ResponseWriter, req *request) {
+func (h *Handler) discover(req *request) *gateway.Result {
 	caps := h.core.InfoFor(req.principal).Capabilities
 	// The session era's tasks are not this era's (an extension the
 	// gateway does not offer in it yet).
@@ -97,5 +96,5 @@ func (h *Handler) discover(w http.ResponseWriter, req *request) {
 	if err != nil {
 		panic("modern: encoding discover: " + err.Error()) // our own object
 	}
-	writeJSON(w, http.StatusOK, resultResponse(req.id, res))
+	return &gateway.Result{Type: gateway.ResultComplete, Body: res}
 }

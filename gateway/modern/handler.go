@@ -255,18 +255,45 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 	}
 	defer h.drop(req.principal)
 	switch {
-	case m.Method == "server/discover":
-		h.discover(w, req)
 	case m.Method == "subscriptions/listen":
 		h.listen(w, r, req)
-	case removed(m.Method):
-		writeError(w, http.StatusNotFound, m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
-			fmt.Sprintf("method %q does not exist in protocol version %s", m.Method, Version), nil))
-	case !relayed(m.Method):
-		writeError(w, http.StatusNotFound, m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
-			fmt.Sprintf("method %q is not offered by this gateway", m.Method), nil))
-	default:
+	case relayed(m.Method):
 		h.call(w, r, req)
+	default:
+		// What this edge answers alone is observed like what the core
+		// answers: spans, metrics and the debug line.
+		res, err := h.core.Observe(r.Context(), h.coreRequest(r, req), func(context.Context) (*gateway.Result, error) {
+			switch {
+			case m.Method == "server/discover":
+				return h.discover(req), nil
+			case removed(m.Method):
+				return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+					fmt.Sprintf("method %q does not exist in protocol version %s", m.Method, Version), nil)
+			default:
+				return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+					fmt.Sprintf("method %q is not offered by this gateway", m.Method), nil)
+			}
+		})
+		if jerr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+			writeError(w, statusOf(jerr), m.ID, jerr)
+			return
+		}
+		writeJSON(w, http.StatusOK, resultResponse(m.ID, res.Body))
+	}
+}
+
+// coreRequest returns the core's envelope of req.
+func (h *Handler) coreRequest(r *http.Request, req *request) *gateway.Request {
+	return &gateway.Request{
+		Method:    req.method,
+		ID:        plainID(req.id),
+		Params:    req.params,
+		Principal: req.principal,
+		Groups:    req.groups,
+		Client:    gateway.Client{ProtocolVersion: req.version, Capabilities: req.caps, Info: req.info},
+		LogLevel:  req.logLevel,
+		BaseURL:   front.ForwardedBaseURL(r, h.opts.TrustedProxies),
+		Header:    front.Forwardable(r.Header),
 	}
 }
 

@@ -2,14 +2,17 @@ package modern
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -658,4 +661,38 @@ func TestListen_ViewAware(t *testing.T) {
 	isChange("bob", bob())
 	isResult("bob", bob())
 	isResult("carol", carol())
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServe_Observed: what the edge answers alone (discover, a removed
+// method) is observed like what the core answers.
+func TestServe_Observed(t *testing.T) {
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newEnv(t, gateway.Options{Logger: logger}, Options{})
+	answer(t, e.post(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`, "server/discover", "", nil))
+	answer(t, e.post(`{"jsonrpc":"2.0","id":2,"method":"ping","params":{`+meta+`}}`, "ping", "", nil))
+	got := logs.String()
+	for _, want := range []string{"method=server/discover", "method=ping"} {
+		if !strings.Contains(got, `msg="request answered" `+want) {
+			t.Errorf("no request answered line with %s in:\n%s", want, got)
+		}
+	}
 }

@@ -64,8 +64,9 @@ func IsLegacyVersion(v string) bool {
 
 // Classify says which edge serves a POST whose body parsed to msgs.
 //
-// A request whose params._meta carries a protocol version is modern,
-// unless it also names a session and the version is a legacy one; an
+// A request with a session and a legacy MCP-Protocol-Version is legacy.
+// Otherwise, a request whose params._meta carries a protocol version is
+// modern, unless it also names a session and the version is a legacy one; an
 // initialize, a batch, or anything with a session is legacy. A request
 // with neither a _meta version nor a session is modern only when its
 // MCP-Protocol-Version header names a version that is not legacy (the
@@ -77,6 +78,12 @@ func Classify(h http.Header, msgs []*jsonrpc.Message, batch bool) Era {
 	}
 	m := msgs[0]
 	session := h.Get(HeaderSessionID) != ""
+	header := strings.TrimSpace(h.Get(HeaderProtocolVersion))
+	if session && IsLegacyVersion(header) {
+		// A session's request that says its version: the hot path,
+		// decided without reading the params.
+		return Legacy
+	}
 	if v, ok := metaVersion(m.Params); ok {
 		if session && IsLegacyVersion(v) {
 			return Legacy
@@ -86,7 +93,7 @@ func Classify(h http.Header, msgs []*jsonrpc.Message, batch bool) Era {
 	if m.Method == "initialize" || session {
 		return Legacy
 	}
-	if v := strings.TrimSpace(h.Get(HeaderProtocolVersion)); v != "" && !IsLegacyVersion(v) {
+	if header != "" && !IsLegacyVersion(header) {
 		return Modern
 	}
 	return Legacy

@@ -24,6 +24,7 @@ func TestClassify(t *testing.T) {
 		{"non-string version in meta", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}}`, "", "", Modern},
 		{"modern initialize is modern (and refused there)", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":` + modernMeta + `}`, "", "2026-07-28", Modern},
 		{"modern meta with a session", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":` + modernMeta + `}`, "sid", "2026-07-28", Modern},
+		{"modern meta with a session and a legacy header", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":` + modernMeta + `}`, "sid", "2025-11-25", Legacy},
 		{"legacy version in meta with a session", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`, "sid", "2025-11-25", Legacy},
 		{"legacy version in meta, no session", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`, "", "", Modern},
 		{"initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, "", "", Legacy},

@@ -38,6 +38,12 @@ func twoServers(t testing.TB, env []string, extra string) (*gateway, string) {
 	return g, httpURL
 }
 
+// legacySession pins the Go SDK client to a 2025-11-25 session, for the
+// tests of what only the session era has (input requests relayed to the
+// client, log levels, subscriptions, sessions that survive a restart);
+// left to its default, the client speaks 2026-07-28 with mcpgw.
+var legacySession = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func connect(t testing.TB, url, version string) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
@@ -77,8 +83,9 @@ func text(res *mcp.CallToolResult) string {
 }
 
 // TestGateway_ToolsThroughRealClient drives the gateway with the official
-// Go SDK client at its default version and pinned to 2025-11-25 and
-// 2025-03-26, in front of one stdio and one HTTP demo server.
+// Go SDK client at its default version (2026-07-28, sessionless) and
+// pinned to 2025-11-25, 2025-06-18 and 2025-03-26, in front of one stdio
+// and one HTTP demo server.
 func TestGateway_ToolsThroughRealClient(t *testing.T) {
 	g, httpURL := twoServers(t, baseEnv(), "")
 	direct := toolsByName(t, connect(t, httpURL, "2025-11-25"))
@@ -89,7 +96,7 @@ func TestGateway_ToolsThroughRealClient(t *testing.T) {
 	for _, version := range []string{"", "2025-11-25", "2025-06-18", "2025-03-26"} {
 		t.Run("version="+version, func(t *testing.T) {
 			cs := connect(t, g.URL+"/mcp", version)
-			want := "2025-11-25"
+			want := "2026-07-28"
 			if version != "" {
 				want = version
 			}

@@ -88,7 +88,7 @@ func blob(t testing.TB, res *mcp.CallToolResult) ([]byte, string) {
 
 func TestMedia_Links(t *testing.T) {
 	g, direct := mediaGateway(t, "")
-	cs := connect(t, g.URL+"/mcp", "")
+	cs := connect(t, g.URL+"/mcp", "2025-11-25")
 
 	for _, tc := range []struct {
 		tool, ext, mime, name string
@@ -183,7 +183,7 @@ func TestMedia_Links(t *testing.T) {
 	t.Run("another session cannot read it", func(t *testing.T) {
 		res := callTool(t, cs, "mcp__demo__picture", nil)
 		link := res.Content[0].(*mcp.ResourceLink)
-		other := connect(t, g.URL+"/mcp", "")
+		other := connect(t, g.URL+"/mcp", "2025-11-25")
 		if _, err := other.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: link.URI}); err == nil || !strings.Contains(err.Error(), "unknown or has expired") {
 			t.Errorf("another session's resources/read of the link = %v, want not found", err)
 		}

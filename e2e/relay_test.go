@@ -205,12 +205,14 @@ func (r *recorder) waitItem(t testing.TB, s string) {
 }
 
 // connectRelay connects a client with opts (nil: the SDK's defaults) to the
-// gateway, with the standalone GET stream that unrelated messages take.
+// gateway in a 2025-11-25 session, with the standalone GET stream that
+// unrelated messages take: the session era's relay of input requests and
+// log levels is what these tests pin.
 func connectRelay(t testing.TB, g *gateway, opts *mcp.ClientOptions, roots ...*mcp.Root) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-relay", Version: "1"}, opts)
 	client.AddRoots(roots...)
-	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp"}, nil)
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp"}, legacySession)
 	if err != nil {
 		t.Fatalf("connecting to the gateway: %v", err)
 	}

@@ -228,7 +228,7 @@ func TestServerRequests_Roots(t *testing.T) {
 				g := askerGateway(t, tr.http, "    session_mode: per_session\n"+configured)
 				client := mcp.NewClient(&mcp.Implementation{Name: "e2e-roots", Version: "1"}, nil)
 				client.AddRoots(&mcp.Root{URI: "file:///client/one", Name: "one"})
-				cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp"}, nil)
+				cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp"}, legacySession)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -235,7 +235,7 @@ func TestSessions_SurviveRestart(t *testing.T) {
 			// No standalone GET stream: the SDK gives a stream that breaks
 			// a few seconds of retries, and a restart may take longer on a
 			// busy machine; the raw GETs here resume one deterministically.
-			cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp", HTTPClient: httpClientWith(aliceKey), DisableStandaloneSSE: true}, nil)
+			cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp", HTTPClient: httpClientWith(aliceKey), DisableStandaloneSSE: true}, legacySession)
 			if err != nil {
 				t.Fatal(err)
 			}

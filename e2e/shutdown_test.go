@@ -135,7 +135,7 @@ servers:
 			}
 		},
 	})
-	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp", DisableStandaloneSSE: true}, nil)
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp", DisableStandaloneSSE: true}, legacySession)
 	if err != nil {
 		t.Fatalf("connecting to the gateway: %v", err)
 	}

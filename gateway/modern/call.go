@@ -14,9 +14,11 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// errClientGone is the cause of a request's context when its client
-// dropped the connection.
-var errClientGone = errors.New("the client closed the connection")
+// Causes of a request's context's end.
+var (
+	errClientGone = errors.New("the client closed the connection")
+	errShutdown   = errors.New("the gateway shut down")
+)
 
 // call answers a request the core serves: the merged lists, tool calls,
 // prompts, resources and completions.
@@ -24,6 +26,14 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &response{w: w, rc: http.NewResponseController(w), h: h}
+	h.mu.Lock()
+	h.calls[out] = cancel
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.calls, out)
+		h.mu.Unlock()
+	}()
 	greq := h.coreRequest(r, req)
 	greq.Cancel = cancel
 	greq.Notify = func(method string, params json.RawMessage) {
@@ -59,8 +69,13 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request) {
 	res, err := h.core.Handle(ctx, greq)
 	close(stop)
 	ticker.Wait()
-	if context.Cause(ctx) == errClientGone || r.Context().Err() != nil {
+	switch {
+	case context.Cause(ctx) == errClientGone || r.Context().Err() != nil:
 		return // nobody to answer
+	case context.Cause(ctx) == errShutdown:
+		out.final(http.StatusOK, errorResponse(req.id, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			"the gateway shut down before this request finished; it was cancelled upstream; retry it", nil)))
+		return
 	}
 	if err != nil {
 		jerr, ok := errors.AsType[*jsonrpc.Error](err)

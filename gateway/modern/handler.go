@@ -96,6 +96,8 @@ type Handler struct {
 	mu      sync.Mutex
 	closing bool
 	listens map[*listen]struct{}
+	// calls cancels the core calls in flight, for Close.
+	calls map[*response]context.CancelCauseFunc
 	// busy counts each principal's requests in flight, and listening its
 	// open listen streams.
 	busy      map[string]int
@@ -145,6 +147,7 @@ func New(opts Options) (*Handler, error) {
 		logger:    logger.With("component", "modern"),
 		versions:  append([]string{Version}, opts.LegacyVersions...),
 		listens:   make(map[*listen]struct{}),
+		calls:     make(map[*response]context.CancelCauseFunc),
 		busy:      make(map[string]int),
 		listening: make(map[string]int),
 		closed:    make(chan struct{}),
@@ -154,9 +157,10 @@ func New(opts Options) (*Handler, error) {
 }
 
 // Close stops the Handler: new requests get an error saying the gateway is
-// shutting down, listen streams end with their result, and Close waits
-// until ctx ends for the requests in flight; then it returns ctx.Err().
-// Requests still running are cancelled by their HTTP server's shutdown.
+// shutting down, listen streams end with their result, and the calls in
+// flight may finish until ctx ends; then they are cancelled upstream, and
+// their clients get an error saying so, and Close returns ctx.Err() once
+// they are answered.
 func (h *Handler) Close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		h.mu.Lock()
@@ -171,8 +175,14 @@ func (h *Handler) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	h.mu.Lock()
+	for _, cancel := range h.calls {
+		cancel(errShutdown)
+	}
+	h.mu.Unlock()
+	<-done // the core returns promptly once cancelled
+	return ctx.Err()
 }
 
 // begin counts a request for Close, or reports that the Handler is

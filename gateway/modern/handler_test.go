@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -694,5 +695,29 @@ func TestServe_Observed(t *testing.T) {
 		if !strings.Contains(got, `msg="request answered" `+want) {
 			t.Errorf("no request answered line with %s in:\n%s", want, got)
 		}
+	}
+}
+
+// TestServe_ShutdownCancels: a call still running when Close's grace ends
+// is cancelled upstream and answered with the gateway's shutdown error.
+func TestServe_ShutdownCancels(t *testing.T) {
+	// The answer becomes a stream at once, so that post returns.
+	e := newEnv(t, gateway.Options{}, Options{StreamAfter: time.Millisecond})
+	resp := e.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__a__slow",`+meta+`}}`, "tools/call", "mcp__a__slow", nil)
+	<-e.calls
+	<-e.hooks
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace at all
+	if err := e.h.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close = %v, want its context's error", err)
+	}
+	m := answer(t, resp)
+	if errCode(m) != jsonrpc.CodeInternalError || !strings.Contains(fmt.Sprint(m["error"]), "shut down") || m["id"] != float64(3) {
+		t.Errorf("the cut call's answer %v, want the shutdown error", m)
+	}
+	// New requests are refused.
+	resp = e.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{`+meta+`}}`, "tools/list", "", nil)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a request after Close: %d, want 503", resp.StatusCode)
 	}
 }

@@ -254,6 +254,11 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 	defer h.work.Done()
 	req, status, jerr := h.check(r, m)
 	if jerr != nil {
+		if jerr.Code == jsonrpc.CodeInvalidParams && removed(m.Method) {
+			// A 2025 habit (logging/setLevel without _meta, say): the
+			// method's absence is the news.
+			jerr, status = removedError(m.Method), http.StatusNotFound
+		}
 		writeError(w, status, m.ID, jerr)
 		return
 	}
@@ -277,8 +282,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 			case m.Method == "server/discover":
 				return h.discover(req), nil
 			case removed(m.Method):
-				return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
-					fmt.Sprintf("method %q does not exist in protocol version %s", m.Method, Version), nil)
+				return nil, removedError(m.Method)
 			default:
 				return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
 					fmt.Sprintf("method %q is not offered by this gateway", m.Method), nil)
@@ -318,6 +322,26 @@ func removed(method string) bool {
 		return true
 	}
 	return strings.HasPrefix(method, "notifications/")
+}
+
+// removedError is the -32601 for a method removed or not served in this
+// era, saying what replaces it.
+func removedError(method string) *jsonrpc.Error {
+	hint := ""
+	switch method {
+	case "initialize":
+		hint = ": there is no handshake; send server/discover, or any request with the version and client capabilities in params._meta"
+	case "ping":
+		hint = ": any request shows that the server answers"
+	case "logging/setLevel":
+		hint = fmt.Sprintf(": set %q in each request's params._meta", front.MetaLogLevel)
+	case "resources/subscribe", "resources/unsubscribe":
+		hint = ": use subscriptions/listen with notifications.resourceSubscriptions"
+	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
+		hint = ": the tasks extension is not offered in this era"
+	}
+	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+		fmt.Sprintf("method %q does not exist in protocol version %s%s", method, Version, hint), nil)
 }
 
 // relayed reports whether the core answers method for this edge.

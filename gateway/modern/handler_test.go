@@ -222,6 +222,8 @@ func TestServe_Refusals(t *testing.T) {
 			status: 400, code: -32020, inMsg: "base64"},
 		{name: "removed initialize", body: `{"jsonrpc":"2.0","id":9,"method":"initialize","params":{` + meta + `}}`, method: "initialize",
 			status: 404, code: -32601, inMsg: "does not exist"},
+		{name: "removed setLevel without _meta", body: `{"jsonrpc":"2.0","id":17,"method":"logging/setLevel","params":{"level":"info"}}`, method: "logging/setLevel",
+			status: 404, code: -32601, inMsg: "io.modelcontextprotocol/logLevel"},
 		{name: "removed ping", body: `{"jsonrpc":"2.0","id":10,"method":"ping","params":{` + meta + `}}`, method: "ping",
 			status: 404, code: -32601},
 		{name: "removed setLevel", body: `{"jsonrpc":"2.0","id":11,"method":"logging/setLevel","params":{"level":"info",` + meta + `}}`, method: "logging/setLevel",

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -59,6 +60,62 @@ type list struct {
 	// whose root is not an object schema: a 2026-07-28 server's, which
 	// the session era cannot carry.
 	nonObjectOutput bool
+	// modernList is the list as 2026-07-28 clients get it, made at the
+	// first of their lists (see modern).
+	modernOnce sync.Once
+	modernList *list
+}
+
+// modern returns l as the 2026-07-28 era lists it: its tools without
+// execution.taskSupport, which that era removed (tasks are an extension
+// there). It is made once, at the first modern list of l; l itself when
+// nothing differs.
+func (l *list) modern() *list {
+	if l.field != "tools" {
+		return l
+	}
+	l.modernOnce.Do(func() {
+		items := make([]item, len(l.items))
+		changed := false
+		for i, it := range l.items {
+			items[i] = it
+			if raw, ok := withoutTaskSupport(it.raw); ok {
+				items[i].raw, changed = raw, true
+			}
+		}
+		l.modernList = l
+		if changed {
+			l.modernList = newList(l.field, items)
+		}
+	})
+	return l.modernList
+}
+
+// withoutTaskSupport returns tool without execution.taskSupport (and
+// without execution when nothing else is in it), and whether it changed.
+func withoutTaskSupport(tool json.RawMessage) (json.RawMessage, bool) {
+	exec, ok, _ := rawjson.Get(tool, "execution")
+	if !ok {
+		return tool, false
+	}
+	if len(exec) > 0 && exec[0] == '{' {
+		if _, has, _ := rawjson.Get(exec, "taskSupport"); !has {
+			return tool, false
+		}
+		rest, err := rawjson.Delete(exec, "taskSupport")
+		if err != nil {
+			return tool, false
+		}
+		if keys, _ := rawjson.Keys(rest); len(keys) > 0 {
+			out, err := rawjson.Set(tool, "execution", rest)
+			return out, err == nil
+		}
+	}
+	out, err := rawjson.Delete(tool, "execution")
+	if err != nil {
+		return tool, false
+	}
+	return out, true
 }
 
 // item is one entry of a merged list.

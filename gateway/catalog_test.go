@@ -879,3 +879,34 @@ func TestCatalog_NonObjectOutputSchemas(t *testing.T) {
 		})
 	}
 }
+
+// TestCatalog_ModernToolsWithoutTaskSupport: 2026-07-28 removed
+// execution.taskSupport, so its clients get tools without it; session-era
+// clients keep it.
+func TestCatalog_ModernToolsWithoutTaskSupport(t *testing.T) {
+	m := upstreamtest.NewManager(&upstreamtest.Server{Name: "s", Tools: raws(
+		`{"name":"a","inputSchema":{"type":"object"}}`,
+		`{"name":"b","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional","other":1}}`,
+	)})
+	s := newCore(t, m, Options{})
+	list := func(version string) string {
+		res, err := s.Handle(context.Background(), &Request{Method: "tools/list", Principal: Anonymous, Client: Client{ProtocolVersion: version}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Body)
+	}
+	legacy, modern := list("2025-11-25"), list("2026-07-28")
+	if !strings.Contains(legacy, `"taskSupport"`) {
+		t.Errorf("2025-11-25 tools/list lost taskSupport: %s", legacy)
+	}
+	if strings.Contains(modern, `"taskSupport"`) {
+		t.Errorf("2026-07-28 tools/list has taskSupport: %s", modern)
+	}
+	if !strings.Contains(modern, `"execution":{"other":1}`) {
+		t.Errorf("2026-07-28 tools/list lost the rest of execution: %s", modern)
+	}
+	if again := list("2026-07-28"); again != modern {
+		t.Errorf("a second modern list differs:\n%s\n%s", again, modern)
+	}
+}

@@ -29,6 +29,9 @@ type cursor struct {
 // is zero, else a page after the request's cursor; either holds only the
 // items the caller may use (Options.ACL).
 func (s *Server) serveList(req *Request, method string, l *list) (*Result, error) {
+	if modernClient(req) {
+		l = l.modern()
+	}
 	after := ""
 	if raw, ok, _ := rawjson.Get(req.Params, "cursor"); ok && string(raw) != "null" {
 		var token string
@@ -176,4 +179,10 @@ func (s *Server) ViewOf(principal string, groups []string, name string) uint64 {
 		h.Write([]byte{1})
 	}
 	return h.Sum64()
+}
+
+// modernClient reports whether req's client speaks 2026-07-28 or later
+// (protocol versions are dates, which order as text).
+func modernClient(req *Request) bool {
+	return req.Client.ProtocolVersion >= "2026-07-28"
 }

@@ -1,7 +1,9 @@
 package front
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -144,4 +146,57 @@ func DecodeHeader(v string) (string, error) {
 		return "", ErrHeaderEncoding
 	}
 	return string(b), nil
+}
+
+// StripReserved returns params without the reserved keys of its _meta:
+// they describe the client's own hop (its version, capabilities, info),
+// and each hop stamps its own. _meta goes when nothing else is left in
+// it. params without any is returned as it is.
+func StripReserved(params json.RawMessage) (json.RawMessage, error) {
+	// The common case, decided by a scan: every reserved key has
+	// ".modelcontextprotocol" or ".mcp" in it, unless escapes spell it.
+	if !bytes.Contains(params, []byte(".modelcontextprotocol")) && !bytes.Contains(params, []byte(".mcp")) &&
+		!bytes.Contains(params, []byte(`\u`)) {
+		return params, nil
+	}
+	meta, ok, err := rawjson.Get(params, "_meta")
+	if err != nil {
+		return nil, err
+	}
+	if !ok || len(meta) == 0 || meta[0] != '{' {
+		return params, nil
+	}
+	keys, err := rawjson.Keys(meta)
+	if err != nil {
+		return nil, err
+	}
+	var reserved []string
+	for _, k := range keys {
+		if ReservedKey(k) {
+			reserved = append(reserved, k)
+		}
+	}
+	if len(reserved) == 0 {
+		return params, nil
+	}
+	if len(reserved) == len(keys) {
+		return rawjson.Delete(params, "_meta")
+	}
+	meta, err = rawjson.Delete(meta, reserved...)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Set(params, "_meta", meta)
+}
+
+// ReservedKey reports whether a _meta key is one MCP reserves for the
+// protocol itself: a prefix whose second label is modelcontextprotocol
+// or mcp (MCP 2026-07-28, basic/index § _meta).
+func ReservedKey(k string) bool {
+	prefix, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return false
+	}
+	labels := strings.Split(prefix, ".")
+	return len(labels) >= 2 && (labels[1] == "modelcontextprotocol" || labels[1] == "mcp")
 }

@@ -2,6 +2,7 @@ package front
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -124,4 +125,37 @@ func FuzzDecodeHeader(f *testing.F) {
 		}
 		DecodeHeader(s) // never panics
 	})
+}
+
+func TestReservedKey(t *testing.T) {
+	for k, want := range map[string]bool{
+		"io.modelcontextprotocol/protocolVersion": true,
+		"dev.mcp/x":                      true,
+		"org.modelcontextprotocol.api/y": true,
+		"com.example.mcp/z":              false,
+		"progressToken":                  false,
+		"traceparent":                    false,
+		"dev.mcpgw/x":                    false,
+	} {
+		if got := ReservedKey(k); got != want {
+			t.Errorf("ReservedKey(%q) = %v, want %v", k, got, want)
+		}
+	}
+}
+
+func TestStripReserved(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"none", `{"name":"x","_meta":{"progressToken":1}}`, `{"name":"x","_meta":{"progressToken":1}}`},
+		{"no _meta", `{"name":"io.modelcontextprotocol/x"}`, `{"name":"io.modelcontextprotocol/x"}`},
+		{"some", `{"name":"x","_meta":{"io.modelcontextprotocol/clientInfo":{},"app.example/k":"v"}}`, `{"name":"x","_meta":{"app.example/k":"v"}}`},
+		{"all", `{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","dev.mcp/y":1}}`, `{"name":"x"}`},
+		{"spelled with escapes", `{"_meta":{"io\u002emodelcontextprotocol/clientInfo":{},"k":1}}`, `{"_meta":{"k":1}}`},
+		{"an argument that looks reserved", `{"arguments":{"io.modelcontextprotocol/x":1}}`, `{"arguments":{"io.modelcontextprotocol/x":1}}`},
+	}
+	for _, tt := range tests {
+		got, err := StripReserved(json.RawMessage(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%s: StripReserved = %s, %v; want %s", tt.name, got, err, tt.want)
+		}
+	}
 }

@@ -109,6 +109,7 @@ var (
 // the session era has neither, so both go (the content keeps the text).
 // nonObjectOutput says the tools/list result has such a schema.
 func encodeResult(version, method string, result json.RawMessage, nonObjectOutput bool) json.RawMessage {
+	result = withoutHopMembers(result)
 	switch method {
 	case "tools/list":
 		drop := toolDrop[version]
@@ -177,6 +178,30 @@ func encodeResult(version, method string, result json.RawMessage, nonObjectOutpu
 		return out
 	}
 	return result
+}
+
+// hopMembers are the members of a 2026-07-28 result that describe its own
+// hop (its type, its cache hints), which a server of the session era may
+// send too (the Go SDK's does) and a session-era client must not get.
+var hopMembers = []string{"resultType", "ttlMs", "cacheScope"}
+
+// withoutHopMembers returns result without hopMembers at its top level.
+// Each is looked for by a scan first: most results have none.
+func withoutHopMembers(result json.RawMessage) json.RawMessage {
+	var found []string
+	for _, k := range hopMembers {
+		if bytes.Contains(result, []byte(`"`+k+`"`)) {
+			found = append(found, k)
+		}
+	}
+	if len(found) == 0 || len(result) == 0 || result[0] != '{' {
+		return result
+	}
+	out, err := rawjson.Delete(result, found...)
+	if err != nil {
+		return result
+	}
+	return out
 }
 
 // linkToText turns a resource_link content block into a text block naming

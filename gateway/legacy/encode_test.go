@@ -86,6 +86,12 @@ func TestEncodeResult_NonObject(t *testing.T) {
 			`{"content":[{"type":"text","text":"[1,2]"}]}`, false},
 		{"call with a string structuredContent", V20250618, "tools/call",
 			`{"content":[],"structuredContent":"x"}`, `{"content":[]}`, false},
+		{"read with cache hints", V20251125, "resources/read",
+			`{"contents":[{"uri":"a","text":"ttlMs"}],"ttlMs":0,"cacheScope":"public","resultType":"complete"}`,
+			`{"contents":[{"uri":"a","text":"ttlMs"}]}`, false},
+		{"nested lookalikes stay", V20251125, "tools/call",
+			`{"content":[],"structuredContent":{"ttlMs":1,"resultType":"x"}}`,
+			`{"content":[],"structuredContent":{"ttlMs":1,"resultType":"x"}}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -367,6 +367,11 @@ func (h *Handler) serve(s *session, c *call, params json.RawMessage, openLocked 
 // answer can carry none any more (it was decided to be JSON). A nil
 // openLocked (a request the gateway answers itself) carries none at all.
 func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked func() *stream) []byte {
+	// The keys MCP reserves in _meta describe the client's own hop: they
+	// never travel on (the params were parsed strictly: this cannot fail).
+	if p, err := front.StripReserved(params); err == nil {
+		params = p
+	}
 	req := &gateway.Request{
 		Method:    c.method,
 		ID:        plainID(c.id),

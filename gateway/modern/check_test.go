@@ -47,7 +47,7 @@ func FuzzCheck(f *testing.F) {
 		if m, ok, _ := rawjson.Get(req.params, "_meta"); ok {
 			keys, _ := rawjson.Keys(m)
 			for _, k := range keys {
-				if reservedKey(k) {
+				if front.ReservedKey(k) {
 					t.Fatalf("reserved key %q left in %s", k, req.params)
 				}
 			}

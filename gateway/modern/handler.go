@@ -445,7 +445,7 @@ func (h *Handler) check(r *http.Request, m *jsonrpc.Message) (*request, int, *js
 				"params.task asks for a 2025-11-25 task, which protocol version %s does not have; call the tool without it", Version)
 		}
 	}
-	params, err = stripReserved(params, meta)
+	params, err = front.StripReserved(params)
 	if err != nil {
 		return bad("params are not a valid object: %v", err)
 	}
@@ -467,45 +467,6 @@ func nameMember(method string) string {
 		return "uri"
 	}
 	return ""
-}
-
-// stripReserved returns params without the reserved keys of its _meta
-// (meta): they describe the client's hop, and each hop stamps its own.
-// _meta goes when nothing else is left in it.
-func stripReserved(params, meta json.RawMessage) (json.RawMessage, error) {
-	keys, err := rawjson.Keys(meta)
-	if err != nil {
-		return nil, err
-	}
-	var reserved []string
-	for _, k := range keys {
-		if reservedKey(k) {
-			reserved = append(reserved, k)
-		}
-	}
-	if len(reserved) == 0 {
-		return params, nil
-	}
-	if len(reserved) == len(keys) {
-		return rawjson.Delete(params, "_meta")
-	}
-	meta, err = rawjson.Delete(meta, reserved...)
-	if err != nil {
-		return nil, err
-	}
-	return rawjson.Set(params, "_meta", meta)
-}
-
-// reservedKey reports whether a _meta key is one MCP reserves for the
-// protocol itself: a prefix whose second label is modelcontextprotocol
-// or mcp (MCP 2026-07-28, basic/index § _meta).
-func reservedKey(k string) bool {
-	prefix, _, ok := strings.Cut(k, "/")
-	if !ok {
-		return false
-	}
-	labels := strings.Split(prefix, ".")
-	return len(labels) >= 2 && (labels[1] == "modelcontextprotocol" || labels[1] == "mcp")
 }
 
 // levels are the log levels, lowest first.

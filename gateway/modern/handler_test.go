@@ -419,22 +419,6 @@ func TestServe_NoLogWithoutLevel(t *testing.T) {
 	}
 }
 
-func TestReservedKey(t *testing.T) {
-	for k, want := range map[string]bool{
-		"io.modelcontextprotocol/protocolVersion": true,
-		"dev.mcp/x":                      true,
-		"org.modelcontextprotocol.api/y": true,
-		"com.example.mcp/z":              false,
-		"progressToken":                  false,
-		"traceparent":                    false,
-		"dev.mcpgw/x":                    false,
-	} {
-		if got := reservedKey(k); got != want {
-			t.Errorf("reservedKey(%q) = %v, want %v", k, got, want)
-		}
-	}
-}
-
 // TestListen: the acknowledgement comes first with what was honoured, a
 // merged list change reaches a listener that asked for it tagged with its
 // subscription id, and Close ends the stream with the listen's result.

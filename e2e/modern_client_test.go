@@ -1,0 +1,412 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The protocol versions of the two eras.
+const (
+	modernVersion = "2026-07-28"
+	legacyVersion = "2025-11-25"
+)
+
+// buildEra builds, once, fixtures/eraserver into binDir.
+var buildEra = sync.OnceValues(func() (string, error) {
+	args := []string{"build", "-o", binDir + string(os.PathSeparator)}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "./fixtures/eraserver")...).CombinedOutput()
+	return string(out), err
+})
+
+func eraBins(t *testing.T) {
+	t.Helper()
+	if out, err := buildEra(); err != nil {
+		t.Fatalf("building eraserver: %v\n%s", err, out)
+	}
+}
+
+// eventLog receives the lines eraservers report with -events.
+type eventLog struct {
+	addr  string
+	lines chan string
+}
+
+// listenEvents listens on 127.0.0.1:0 for eraserver reports until the
+// test ends.
+func listenEvents(t *testing.T) *eventLog {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &eventLog{addr: ln.Addr().String(), lines: make(chan string, 256)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					e.lines <- sc.Text()
+				}
+			})
+		}
+	})
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return e
+}
+
+// wait returns once line has been reported, or fails the test after a
+// minute. Other lines are kept for later waits.
+func (e *eventLog) wait(t *testing.T, line string) {
+	t.Helper()
+	var other []string
+	defer func() {
+		for _, l := range other {
+			e.lines <- l
+		}
+	}()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case l := <-e.lines:
+			if l == line {
+				return
+			}
+			other = append(other, l)
+		case <-timeout:
+			t.Fatalf("eraserver did not report %q within a minute (other reports: %q)", line, other)
+		}
+	}
+}
+
+// startEraHTTP runs eraserver over streamable HTTP, modern (stateless) or
+// pinned to the session era, and returns its MCP endpoint URL.
+func startEraHTTP(t *testing.T, name string, legacy bool, events string) string {
+	t.Helper()
+	args := []string{"-http", "127.0.0.1:0", "-name", name}
+	if legacy {
+		args = append(args, "-legacy")
+	}
+	if events != "" {
+		args = append(args, "-events", events)
+	}
+	p := start(t, baseEnv(), "eraserver", args...)
+	return p.waitLine(t, name+"'s address", func(l string) string {
+		if u, ok := strings.CutPrefix(l, "listening on "); ok {
+			return strings.TrimSpace(u)
+		}
+		return ""
+	})
+}
+
+// eraUpstream is one upstream of the era tests: an eraserver of an era
+// over a transport.
+type eraUpstream struct {
+	name   string // the server's name in the gateway
+	legacy bool
+	http   bool
+}
+
+var eraUpstreams = []eraUpstream{
+	{name: "modern-stdio"},
+	{name: "modern-http", http: true},
+	{name: "legacy-stdio", legacy: true},
+	{name: "legacy-http", legacy: true, http: true},
+}
+
+// startEraGateway runs the four eraUpstreams (all protocol auto) and an
+// mcpgw in front of them, and waits until each runs in its era.
+func startEraGateway(t *testing.T, events string) *gateway {
+	t.Helper()
+	eraBins(t)
+	var cfg strings.Builder
+	cfg.WriteString("list_changed_debounce: 100ms\nresources:\n  namespace: always\nservers:\n")
+	for _, u := range eraUpstreams {
+		if u.http {
+			fmt.Fprintf(&cfg, "  - name: %s\n    transport: http\n    url: %s\n    protocol: auto\n", u.name, startEraHTTP(t, u.name, u.legacy, events))
+			continue
+		}
+		args := []string{"-name", u.name, "-events", events}
+		if u.legacy {
+			args = append(args, "-legacy")
+		}
+		quoted, _ := json.Marshal(args)
+		fmt.Fprintf(&cfg, "  - name: %s\n    transport: stdio\n    command: %s\n    args: %s\n    protocol: auto\n", u.name, bin("eraserver"), quoted)
+	}
+	g := startGateway(t, baseEnv(), cfg.String())
+	for _, u := range eraUpstreams {
+		g.waitState(t, u.name, "running")
+		var st struct {
+			Era             string `json:"era"`
+			ProtocolVersion string `json:"protocol_version"`
+		}
+		g.adminGet(t, "/admin/servers/"+u.name, &st)
+		era, version := "modern", modernVersion
+		if u.legacy {
+			era, version = "legacy", legacyVersion
+		}
+		if st.Era != era || st.ProtocolVersion != version {
+			t.Fatalf("server %s: era %q, protocol_version %q; want %q, %q", u.name, st.Era, st.ProtocolVersion, era, version)
+		}
+	}
+	return g
+}
+
+// pngMagic starts every PNG, the eraserver's image among them.
+var pngMagic = []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'}
+
+// clientEvents collects what a go-sdk client's handlers receive.
+type clientEvents struct {
+	changed    chan struct{}
+	progressed chan struct{}
+	mu         sync.Mutex
+	progress   map[any][]float64 // progress values by token
+	logs       []string
+}
+
+func newClientEvents() *clientEvents {
+	return &clientEvents{changed: make(chan struct{}, 64), progressed: make(chan struct{}, 1), progress: map[any][]float64{}}
+}
+
+func (ce *clientEvents) options() *mcp.ClientOptions {
+	return &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case ce.changed <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			ce.mu.Lock()
+			ce.progress[req.Params.ProgressToken] = append(ce.progress[req.Params.ProgressToken], req.Params.Progress)
+			ce.mu.Unlock()
+			select {
+			case ce.progressed <- struct{}{}:
+			default:
+			}
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			ce.mu.Lock()
+			defer ce.mu.Unlock()
+			ce.logs = append(ce.logs, fmt.Sprint(req.Params.Data))
+		},
+	}
+}
+
+func (ce *clientEvents) progressOf(tok string) []float64 {
+	ce.mu.Lock()
+	defer ce.mu.Unlock()
+	return slices.Clone(ce.progress[tok])
+}
+
+// waitProgress waits until n progress notifications with tok arrived and
+// returns their values. The go-sdk client hands notifications to its
+// handlers apart from results, so they may come after the call returned;
+// their order on the wire is checked on raw HTTP.
+func (ce *clientEvents) waitProgress(t *testing.T, tok string, n int) []float64 {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		if got := ce.progressOf(tok); len(got) >= n {
+			return got
+		}
+		select {
+		case <-ce.progressed:
+		case <-timeout:
+			t.Fatalf("%d progress notifications for %q within 30s, want %d", len(ce.progressOf(tok)), tok, n)
+		}
+	}
+}
+
+// TestModernClient drives mcpgw with a 2026-07-28 go-sdk client (no
+// initialize, no session) in front of eraservers of both eras over stdio
+// and HTTP: every relayed method, progress, cancellation reaching the
+// server, and a tool list change reaching the client on its
+// subscriptions/listen stream.
+func TestModernClient(t *testing.T) {
+	events := listenEvents(t)
+	g := startEraGateway(t, events.addr)
+
+	ce := newClientEvents()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-modern", Version: "1"}, ce.options())
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	init := cs.InitializeResult()
+	if init.ProtocolVersion != modernVersion {
+		t.Fatalf("the client negotiated %q, want %q", init.ProtocolVersion, modernVersion)
+	}
+	if id := cs.ID(); id != "" {
+		t.Errorf("a 2026-07-28 client has session id %q, want none", id)
+	}
+	if c := init.Capabilities; c == nil || c.Tools == nil || !c.Tools.ListChanged {
+		t.Errorf("server/discover's capabilities %+v do not offer tools.listChanged", c)
+	}
+
+	for _, u := range eraUpstreams {
+		t.Run(u.name, func(t *testing.T) {
+			exposed := func(name string) string { return "mcp__" + u.name + "__" + name }
+
+			tools := toolsByName(t, cs)
+			for _, name := range []string{"echo", "image", "weather", "progress", "slow", "add_tool"} {
+				if tools[exposed(name)] == nil {
+					t.Errorf("tools/list has no %s", exposed(name))
+				}
+			}
+			if w := tools[exposed("weather")]; w != nil {
+				schema, _ := json.Marshal(w.OutputSchema)
+				if w.OutputSchema == nil || !strings.Contains(string(schema), `"celsius"`) {
+					t.Errorf("%s lost its outputSchema: %s", exposed("weather"), schema)
+				}
+			}
+
+			res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: exposed("echo"), Arguments: map[string]any{"text": "hi"}})
+			if err != nil || res.IsError || len(res.Content) != 1 {
+				t.Fatalf("echo: %+v, %v", res, err)
+			}
+			if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != "echo: hi" {
+				t.Errorf("echo content = %#v, want the text %q", res.Content[0], "echo: hi")
+			}
+
+			res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: exposed("image")})
+			if err != nil || res.IsError || len(res.Content) != 1 {
+				t.Fatalf("image: %+v, %v", res, err)
+			}
+			if ic, ok := res.Content[0].(*mcp.ImageContent); !ok || ic.MIMEType != "image/png" || !bytes.HasPrefix(ic.Data, pngMagic) {
+				t.Errorf("image content = %#v, want a PNG image block", res.Content[0])
+			}
+
+			res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: exposed("weather"), Arguments: map[string]any{"city": "Oslo"}})
+			if err != nil || res.IsError {
+				t.Fatalf("weather: %+v, %v", res, err)
+			}
+			if sc, _ := json.Marshal(res.StructuredContent); string(sc) != `{"celsius":21,"city":"Oslo"}` {
+				t.Errorf("weather structuredContent = %s", sc)
+			}
+
+			prompts, err := cs.ListPrompts(ctxT(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(prompts.Prompts, func(p *mcp.Prompt) bool { return p.Name == exposed("greeting") }) {
+				t.Errorf("prompts/list has no %s", exposed("greeting"))
+			}
+			pr, err := cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: exposed("greeting"), Arguments: map[string]string{"name": "Ada"}})
+			if err != nil || len(pr.Messages) != 1 {
+				t.Fatalf("prompts/get: %+v, %v", pr, err)
+			}
+			if tc, ok := pr.Messages[0].Content.(*mcp.TextContent); !ok || tc.Text != "Say hello to Ada." {
+				t.Errorf("prompts/get message = %#v", pr.Messages[0].Content)
+			}
+
+			note := "mcp+" + u.name + "+note://hello"
+			resources, err := cs.ListResources(ctxT(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(resources.Resources, func(r *mcp.Resource) bool { return r.URI == note }) {
+				t.Errorf("resources/list has no %s", note)
+			}
+			rr, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: note})
+			if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "hello note" || rr.Contents[0].URI != note {
+				t.Fatalf("resources/read %s: %+v, %v", note, rr, err)
+			}
+
+			templates, err := cs.ListResourceTemplates(ctxT(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmpl := "mcp+" + u.name + "+note://{name}"
+			if !slices.ContainsFunc(templates.ResourceTemplates, func(r *mcp.ResourceTemplate) bool { return r.URITemplate == tmpl }) {
+				t.Errorf("resources/templates/list has no %s", tmpl)
+			}
+			byName := "mcp+" + u.name + "+note://grace"
+			rr, err = cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: byName})
+			if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "note grace" {
+				t.Fatalf("resources/read %s: %+v, %v", byName, rr, err)
+			}
+
+			cr, err := cs.Complete(ctxT(t), &mcp.CompleteParams{
+				Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: exposed("greeting")},
+				Argument: mcp.CompleteParamsArgument{Name: "name", Value: "a"},
+			})
+			if err != nil {
+				t.Fatalf("completion/complete: %v", err)
+			}
+			if got := cr.Completion.Values; !slices.Equal(got, []string{"ada", "alan"}) {
+				t.Errorf("completion values = %q, want [ada alan]", got)
+			}
+
+			// Progress comes on the call's own response stream.
+			tok := "progress-" + u.name
+			params := &mcp.CallToolParams{Name: exposed("progress")}
+			params.SetProgressToken(tok)
+			res, err = cs.CallTool(ctxT(t), params)
+			if err != nil || res.IsError {
+				t.Fatalf("progress: %+v, %v", res, err)
+			}
+			if got := ce.waitProgress(t, tok, 3); !slices.Equal(got, []float64{1, 2, 3}) {
+				t.Errorf("progress notifications for %q: %v, want [1 2 3]", tok, got)
+			}
+
+			// Cancelling the call's context closes its request; the
+			// server's handler sees its own context end.
+			ctx, cancel := context.WithCancel(ctxT(t))
+			done := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: exposed("slow"), Arguments: map[string]any{"tag": u.name}})
+				done <- err
+			}()
+			events.wait(t, "started "+u.name)
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("the cancelled call returned %v, want context.Canceled", err)
+			}
+			events.wait(t, "cancelled "+u.name)
+
+			// A tool the server adds reaches the client through its
+			// subscriptions/listen stream.
+			fresh := exposed("fresh_" + strings.ReplaceAll(u.name, "-", "_"))
+			res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: exposed("add_tool"), Arguments: map[string]any{"name": strings.TrimPrefix(fresh, exposed(""))}})
+			if err != nil || res.IsError {
+				t.Fatalf("add_tool: %+v, %v", res, err)
+			}
+			deadline := time.After(30 * time.Second)
+			for toolsByName(t, cs)[fresh] == nil {
+				select {
+				case <-ce.changed:
+				case <-deadline:
+					t.Fatalf("no notifications/tools/list_changed showing %s within 30s", fresh)
+				}
+			}
+			res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: fresh})
+			if err != nil || res.IsError || len(res.Content) != 1 {
+				t.Fatalf("calling %s: %+v, %v", fresh, res, err)
+			}
+		})
+	}
+}

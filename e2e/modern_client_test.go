@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -373,6 +375,49 @@ func TestModernClient(t *testing.T) {
 				t.Errorf("progress notifications for %q: %v, want [1 2 3]", tok, got)
 			}
 
+			// A call that asks for logs at info gets a modern server's on
+			// its own stream, before the result. (A legacy server logs
+			// only at the level of a logging/setLevel on its session,
+			// which the gateway does not send for a modern client's
+			// per-request level.)
+			a := modernPost(t, g.URL+"/mcp", "log-"+u.name, "tools/call", map[string]any{
+				"name": exposed("log"), "arguments": map[string]any{}, "_meta": map[string]any{"io.modelcontextprotocol/logLevel": "info"},
+			})
+			if m := a.final(t, `"log-`+u.name+`"`); m.Result == nil {
+				t.Fatalf("the log call failed: %s", a.body)
+			}
+			if !u.legacy {
+				var n rpcMessage
+				if len(a.msgs) != 2 || json.Unmarshal(a.msgs[0], &n) != nil || n.Method != "notifications/message" || !strings.Contains(string(n.Params), `"a log line"`) {
+					t.Errorf("the log call's answer = %s, want the server's notifications/message, then the result", a.body)
+				}
+			}
+
+			// On the wire, the call's progress comes on its own event
+			// stream before its result, which says it is complete.
+			a = modernPost(t, g.URL+"/mcp", "raw-"+u.name, "tools/call", map[string]any{
+				"name": exposed("progress"), "arguments": map[string]any{}, "_meta": map[string]any{"progressToken": "raw-" + u.name},
+			})
+			if a.status != http.StatusOK || len(a.msgs) != 4 {
+				t.Fatalf("raw progress call: HTTP %d with %d messages, want 200 with 3 notifications and the result: %s", a.status, len(a.msgs), a.body)
+			}
+			for i, raw := range a.msgs[:3] {
+				var n struct {
+					Method string `json:"method"`
+					Params struct {
+						ProgressToken any     `json:"progressToken"`
+						Progress      float64 `json:"progress"`
+					} `json:"params"`
+				}
+				if err := json.Unmarshal(raw, &n); err != nil || n.Method != "notifications/progress" ||
+					n.Params.ProgressToken != "raw-"+u.name || n.Params.Progress != float64(i+1) {
+					t.Errorf("message %d of the raw progress call = %s, want progress %d of token %q", i, raw, i+1, "raw-"+u.name)
+				}
+			}
+			if m := a.final(t, `"raw-`+u.name+`"`); m.Result["resultType"] != "complete" {
+				t.Errorf("the raw progress call's result has resultType %v, want complete: %s", m.Result["resultType"], a.msgs[3])
+			}
+
 			// Cancelling the call's context closes its request; the
 			// server's handler sees its own context end.
 			ctx, cancel := context.WithCancel(ctxT(t))
@@ -409,4 +454,243 @@ func TestModernClient(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("raw", func(t *testing.T) { modernRawChecks(t, g.URL+"/mcp") })
+}
+
+// modernRawChecks checks, on raw HTTP, what the go-sdk client does not
+// show: GET without a session, discover's result, the cache hints and
+// resultType of results, and errors echoing the request's id.
+func modernRawChecks(t *testing.T, url string) {
+	for _, version := range []string{modernVersion, ""} {
+		req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		if version != "" {
+			req.Header.Set("MCP-Protocol-Version", version)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+			t.Errorf("GET /mcp with no session (MCP-Protocol-Version %q) = %d, Allow %q; want 405, Allow POST: %s",
+				version, resp.StatusCode, resp.Header.Get("Allow"), body)
+		}
+	}
+
+	a := modernPost(t, url, 1, "server/discover", nil)
+	d := a.final(t, "1").Result
+	if a.status != http.StatusOK || d == nil {
+		t.Fatalf("server/discover = HTTP %d: %s", a.status, a.body)
+	}
+	versions, _ := d["supportedVersions"].([]any)
+	if len(versions) == 0 || versions[0] != modernVersion || !slices.Contains(versions, any(legacyVersion)) {
+		t.Errorf("server/discover supportedVersions = %v, want %s first and %s among them", versions, modernVersion, legacyVersion)
+	}
+	caps, _ := d["capabilities"].(map[string]any)
+	for _, c := range []string{"tools", "prompts", "resources", "completions"} {
+		if caps[c] == nil {
+			t.Errorf("server/discover capabilities have no %s: %v", c, caps)
+		}
+	}
+	if info, _ := d["_meta"].(map[string]any)["io.modelcontextprotocol/serverInfo"].(map[string]any); info["name"] == nil {
+		t.Errorf("server/discover _meta has no serverInfo: %v", d["_meta"])
+	}
+
+	// Cacheable results carry ttlMs and cacheScope; a call's does not.
+	for _, c := range []struct {
+		method string
+		params map[string]any
+		scope  string // "" for not cacheable
+	}{
+		{"server/discover", nil, "public"},
+		{"tools/list", nil, "public"},
+		{"prompts/list", nil, "public"},
+		{"resources/list", nil, "public"},
+		{"resources/templates/list", nil, "public"},
+		{"resources/read", map[string]any{"uri": "mcp+modern-http+note://hello"}, "private"},
+		{"resources/read", map[string]any{"uri": "mcp+legacy-stdio+note://hello"}, "private"},
+		{"tools/call", map[string]any{"name": "mcp__legacy-http__echo", "arguments": map[string]any{"text": "x"}}, ""},
+		{"prompts/get", map[string]any{"name": "mcp__modern-stdio__greeting", "arguments": map[string]any{"name": "x"}}, ""},
+	} {
+		a := modernPost(t, url, "c", c.method, c.params)
+		r := a.final(t, `"c"`).Result
+		if a.status != http.StatusOK || r == nil {
+			t.Errorf("%s %v = HTTP %d: %s", c.method, c.params, a.status, a.body)
+			continue
+		}
+		ttl, hasTTL := r["ttlMs"].(float64)
+		scope, _ := r["cacheScope"].(string)
+		switch {
+		case r["resultType"] != "complete":
+			t.Errorf("%s %v: resultType %v, want complete", c.method, c.params, r["resultType"])
+		case c.scope == "" && (r["ttlMs"] != nil || r["cacheScope"] != nil):
+			t.Errorf("%s %v: ttlMs %v, cacheScope %v on a result that is not cacheable", c.method, c.params, r["ttlMs"], r["cacheScope"])
+		case c.scope != "" && (!hasTTL || ttl < 0 || scope != c.scope):
+			t.Errorf("%s %v: ttlMs %v, cacheScope %v; want a ttlMs ≥ 0 and %q", c.method, c.params, r["ttlMs"], r["cacheScope"], c.scope)
+		}
+	}
+
+	// Errors answer the request's own id.
+	a = modernPost(t, url, "err-1", "tools/call", map[string]any{"name": "mcp__nobody__nothing", "arguments": map[string]any{}})
+	if m := a.final(t, `"err-1"`); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("calling an unknown tool = HTTP %d %s, want error -32602", a.status, a.body)
+	}
+	body := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"mcp__modern-http__echo","arguments":{},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	h := http.Header{"Mcp-Protocol-Version": {modernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"mcp__modern-http__other"}}
+	if a = postRaw(t, url, h, body); a.status != http.StatusBadRequest {
+		t.Errorf("an Mcp-Name that does not match the body = HTTP %d, want 400: %s", a.status, a.body)
+	} else if m := a.final(t, "77"); m.Error == nil || m.Error.Code != -32020 {
+		t.Errorf("an Mcp-Name that does not match the body = %s, want error -32020", a.body)
+	}
+	body = strings.ReplaceAll(body, `"2026-07-28"`, `"2099-01-01"`)
+	h.Set("Mcp-Protocol-Version", "2099-01-01")
+	h.Set("Mcp-Name", "mcp__modern-http__echo")
+	if a = postRaw(t, url, h, body); a.status != http.StatusBadRequest {
+		t.Errorf("an unsupported version = HTTP %d, want 400: %s", a.status, a.body)
+	} else if m := a.final(t, "77"); m.Error == nil || m.Error.Code != -32022 || !strings.Contains(string(m.Error.Data), modernVersion) {
+		t.Errorf("an unsupported version = %s, want error -32022 listing %s", a.body, modernVersion)
+	}
+}
+
+// rawAnswer is an HTTP answer to one POST of a JSON-RPC message: its
+// status, headers, and the messages in its body (one JSON object, or the
+// data of each event of an event stream, in order).
+type rawAnswer struct {
+	status int
+	header http.Header
+	msgs   []json.RawMessage
+	body   string // the body as read, for failure messages
+}
+
+// postRaw POSTs body to url with the MCP Accept and Content-Type headers
+// and header, and reads the whole answer.
+func postRaw(t *testing.T, url string, header http.Header, body string) rawAnswer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer to POST %s: %v", url, err)
+	}
+	a := rawAnswer{status: resp.StatusCode, header: resp.Header, body: string(data)}
+	switch ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); {
+	case len(bytes.TrimSpace(data)) == 0:
+	case ct == "text/event-stream":
+		a.msgs = sseData(data)
+	default:
+		a.msgs = []json.RawMessage{json.RawMessage(data)}
+	}
+	return a
+}
+
+// sseData returns the data of each event of an event stream.
+func sseData(stream []byte) []json.RawMessage {
+	var out []json.RawMessage
+	var data []string
+	for line := range strings.Lines(string(stream)) {
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			if len(data) > 0 {
+				out = append(out, json.RawMessage(strings.Join(data, "\n")))
+				data = nil
+			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "data:"); ok {
+			data = append(data, strings.TrimPrefix(v, " "))
+		}
+	}
+	if len(data) > 0 {
+		out = append(out, json.RawMessage(strings.Join(data, "\n")))
+	}
+	return out
+}
+
+// modernMeta is the _meta of the raw modern requests: the reserved keys
+// a 2026-07-28 client must send, and one of the application's own.
+func modernMeta() map[string]any {
+	return map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    modernVersion,
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e-raw", "version": "1"},
+		"example.com/trace":                          "keep-me",
+	}
+}
+
+// modernPost sends one raw 2026-07-28 request: params get modernMeta
+// in their _meta, and the headers mirror the body.
+func modernPost(t *testing.T, url string, id any, method string, params map[string]any) rawAnswer {
+	t.Helper()
+	if params == nil {
+		params = map[string]any{}
+	}
+	meta := modernMeta()
+	if m, ok := params["_meta"].(map[string]any); ok {
+		for k, v := range m {
+			meta[k] = v
+		}
+	}
+	params["_meta"] = meta
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	h.Set("MCP-Protocol-Version", modernVersion)
+	h.Set("Mcp-Method", method)
+	switch method {
+	case "tools/call", "prompts/get":
+		h.Set("Mcp-Name", fmt.Sprint(params["name"]))
+	case "resources/read":
+		h.Set("Mcp-Name", fmt.Sprint(params["uri"]))
+	}
+	return postRaw(t, url, h, string(body))
+}
+
+// rpcMessage is what the raw checks read of a JSON-RPC message.
+type rpcMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result map[string]any  `json:"result"`
+	Error  *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// final returns a's last message, which must answer the request id.
+func (a rawAnswer) final(t *testing.T, id string) rpcMessage {
+	t.Helper()
+	if len(a.msgs) == 0 {
+		t.Fatalf("HTTP %d with no JSON-RPC message: %q", a.status, a.body)
+	}
+	var m rpcMessage
+	if err := json.Unmarshal(a.msgs[len(a.msgs)-1], &m); err != nil {
+		t.Fatalf("the last message is not JSON-RPC: %v: %s", err, a.msgs[len(a.msgs)-1])
+	}
+	if string(m.ID) != id {
+		t.Fatalf("the answer's id is %s, want %s: %s", m.ID, id, a.body)
+	}
+	return m
 }

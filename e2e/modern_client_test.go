@@ -217,6 +217,18 @@ func (ce *clientEvents) options() *mcp.ClientOptions {
 	}
 }
 
+// drainChanged forgets the list changes received so far, so that a wait
+// sees only later ones.
+func (ce *clientEvents) drainChanged() {
+	for {
+		select {
+		case <-ce.changed:
+		default:
+			return
+		}
+	}
+}
+
 func (ce *clientEvents) progressOf(tok string) []float64 {
 	ce.mu.Lock()
 	defer ce.mu.Unlock()
@@ -436,6 +448,7 @@ func TestModernClient(t *testing.T) {
 			// A tool the server adds reaches the client through its
 			// subscriptions/listen stream.
 			fresh := exposed("fresh_" + strings.ReplaceAll(u.name, "-", "_"))
+			ce.drainChanged()
 			res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: exposed("add_tool"), Arguments: map[string]any{"name": strings.TrimPrefix(fresh, exposed(""))}})
 			if err != nil || res.IsError {
 				t.Fatalf("add_tool: %+v, %v", res, err)
@@ -693,4 +706,57 @@ func (a rawAnswer) final(t *testing.T, id string) rpcMessage {
 		t.Fatalf("the answer's id is %s, want %s: %s", m.ID, id, a.body)
 	}
 	return m
+}
+
+// TestLegacyClientListChanged drives mcpgw with a 2025-11-25 go-sdk
+// client: a tool that a legacy server adds, over stdio and over HTTP,
+// reaches the client as notifications/tools/list_changed on its GET
+// stream. (TestModernUpstream does the same for modern servers.)
+func TestLegacyClientListChanged(t *testing.T) {
+	g := startEraGateway(t, listenEvents(t).addr)
+	ce := newClientEvents()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-legacy", Version: "1"}, ce.options())
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: legacyVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != legacyVersion {
+		t.Fatalf("the client negotiated %q, want %q", got, legacyVersion)
+	}
+	if cs.ID() == "" {
+		t.Fatal("a 2025-11-25 client has no session id")
+	}
+	for _, u := range eraUpstreams {
+		if !u.legacy {
+			continue
+		}
+		t.Run(u.name, func(t *testing.T) {
+			exposed := func(name string) string { return "mcp__" + u.name + "__" + name }
+			fresh := "late_" + strings.ReplaceAll(u.name, "-", "_")
+			if toolsByName(t, cs)[exposed(fresh)] != nil {
+				t.Fatalf("%s is listed before it is added", exposed(fresh))
+			}
+			ce.drainChanged()
+			res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: exposed("add_tool"), Arguments: map[string]any{"name": fresh}})
+			if err != nil || res.IsError {
+				t.Fatalf("add_tool: %+v, %v", res, err)
+			}
+			deadline := time.After(30 * time.Second)
+			for toolsByName(t, cs)[exposed(fresh)] == nil {
+				select {
+				case <-ce.changed:
+				case <-deadline:
+					t.Fatalf("no notifications/tools/list_changed showing %s within 30s", exposed(fresh))
+				}
+			}
+			res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: exposed(fresh)})
+			if err != nil || res.IsError || len(res.Content) != 1 {
+				t.Fatalf("calling %s: %+v, %v", exposed(fresh), res, err)
+			}
+			if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != "fresh: "+fresh {
+				t.Errorf("%s answered %#v", exposed(fresh), res.Content[0])
+			}
+		})
+	}
 }

@@ -185,7 +185,6 @@ type clientEvents struct {
 	progressed chan struct{}
 	mu         sync.Mutex
 	progress   map[any][]float64 // progress values by token
-	logs       []string
 }
 
 func newClientEvents() *clientEvents {
@@ -208,11 +207,6 @@ func (ce *clientEvents) options() *mcp.ClientOptions {
 			case ce.progressed <- struct{}{}:
 			default:
 			}
-		},
-		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
-			ce.mu.Lock()
-			defer ce.mu.Unlock()
-			ce.logs = append(ce.logs, fmt.Sprint(req.Params.Data))
 		},
 	}
 }

@@ -97,14 +97,15 @@ func TestMetrics_Lean(t *testing.T) {
 	}
 	methods := []string{"_OTHER", "initialize", "ping", "tools/list", "tools/call", "prompts/list", "prompts/get",
 		"resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
-		"completion/complete", "logging/setLevel", "tasks/get", "tasks/result", "tasks/cancel", "tasks/list"}
+		"completion/complete", "logging/setLevel", "tasks/get", "tasks/result", "tasks/cancel", "tasks/list",
+		"server/discover", "subscriptions/listen", "tasks/update"}
 	values := map[string][]string{
 		"gen_ai_tool_name":     exposed,
 		"mcpgw_server":         servers,
 		"mcp_method_name":      methods,
 		"mcpgw_outcome":        {"ok", "error", "tool_error", "cancelled"},
 		"error_type":           {"tool_error", "cancelled", "timeout", "unavailable", "internal", "_OTHER", "-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32042", "-32000", "-32001", "-32020", "-32021", "-32022", "-31001", "-31002", "-31003", "-31004", "-31005", "-31006"},
-		"mcp_protocol_version": {"2025-11-25", "2025-06-18", "2025-03-26"},
+		"mcp_protocol_version": {"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"},
 	}
 	series := map[string]map[string]bool{} // family → its label sets
 	reported := map[string]bool{}          // one error per family and label

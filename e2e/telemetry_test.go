@@ -186,7 +186,8 @@ servers:
 	g.waitState(t, "two", "running")
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-telemetry", Version: "1"}, nil)
-	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp", HTTPClient: httpClientWith(aliceKey)}, nil)
+	// A session: the metrics of sessions and initialize are checked too.
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp", HTTPClient: httpClientWith(aliceKey)}, legacySession)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,6 +139,11 @@ func TestServerRequests_ElicitationOutsideCall(t *testing.T) {
 		var seenA, seenB recorder
 		a := elicitingClient(t, g, &seenA, "blue")
 		elicitingClient(t, g, &seenB, "green")
+		// The clients declare no sampling, so their calls get an
+		// upstream session mirroring that, which asks roots/list at
+		// start: answered before the elicitation, so that the status
+		// shows the elicitation last.
+		rootsSeen(t, a, "initial", 0)
 		if got := elicitLater(t, a, "Whose?"); got != "action=cancel content=null" {
 			t.Errorf("the server got %q, want cancel", got)
 		}

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -180,8 +181,10 @@ const answersLogEvery = time.Minute
 
 // SendNotification sends a notification to the upstream session of who at
 // server (the base client for a shared server, the caller's pooled one
-// otherwise), when it has one that is connected; it never starts one. It
-// returns ErrUnknownServer for an unknown server.
+// otherwise), when it has one that is connected; it never starts one. A
+// notifications/roots/list_changed goes to the sessions mirroring the
+// caller's capabilities that declared roots too. It returns
+// ErrUnknownServer for an unknown server.
 func (m *Manager) SendNotification(ctx context.Context, server string, who Caller, method string, params json.RawMessage) error {
 	m.mu.Lock()
 	e, ok := m.servers[server]
@@ -189,21 +192,32 @@ func (m *Manager) SendNotification(ctx context.Context, server string, who Calle
 		m.mu.Unlock()
 		return fmt.Errorf("%w %q", ErrUnknownServer, server)
 	}
-	var c *Client
+	var cs []*Client
 	switch {
 	case m.goneLocked(e):
 	case e.pool != nil:
 		if p := e.pool.clients[e.pool.key(who)]; p != nil && p.connected() {
-			c = p.client
+			cs = append(cs, p.client)
 		}
 	case e.status.State == StateRunning:
-		c = e.client
+		cs = append(cs, e.client)
+	}
+	if e.mirrors != nil && !m.goneLocked(e) && method == "notifications/roots/list_changed" {
+		key := e.mirrors.key(who)
+		for _, p := range e.mirrors.clients {
+			if _, roots, _ := rawjson.Get(p.caps, "roots"); roots && p.callerKey == key && p.connected() {
+				cs = append(cs, p.client)
+			}
+		}
 	}
 	m.mu.Unlock()
-	if c == nil {
-		return nil
+	var errs []error
+	for _, c := range cs {
+		if err := c.Notify(ctx, method, params); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return c.Notify(ctx, method, params)
+	return errors.Join(errs...)
 }
 
 // relaysRoots reports whether an upstream session of srv for who has one

@@ -2,7 +2,9 @@
 // over a stdio child process, streamable HTTP, or the 2024-11-05 HTTP+SSE
 // transport, and the Manager that starts, watches, restarts and stops them
 // (one base client per server, plus one per principal or per downstream
-// session for servers whose session mode asks for it), with each server's
+// session for servers whose session mode asks for it, and, at a legacy
+// http or sse server, one per set of capabilities a calling client lacked:
+// see mirror.go), with each server's
 // own log file, and adds, replaces, switches and removes servers while the
 // gateway runs.
 //

@@ -76,6 +76,10 @@ type Status struct {
 	// per_principal or per_session server holds for its callers, besides
 	// the one that reads its lists.
 	Sessions int `json:"sessions"`
+	// MirroredSessions is the number of upstream sessions a legacy HTTP
+	// or SSE server holds for calls whose clients declared fewer
+	// capabilities than the gateway's own session (see mirror.go).
+	MirroredSessions int `json:"mirrored_sessions"`
 	// LastAnswered is the last request of the server that the gateway
 	// answered itself for a client (see AnswerForClient); nil before the
 	// first.
@@ -149,10 +153,13 @@ type ManagerOptions struct {
 //
 //	entry ── base client: started by Start, restarted with backoff; reads
 //	   │     the lists, serves shared calls (session_mode: shared)
-//	   └─ pool (per_principal, per_session): one client per principal or
-//	         per downstream session, connected at its first call, closed
-//	         when idle, least recently used first when full, or at
-//	         EndSession
+//	   ├─ pool (per_principal, per_session): one client per principal or
+//	   │     per downstream session, connected at its first call, closed
+//	   │     when idle, least recently used first when full, or at
+//	   │     EndSession
+//	   └─ mirrors (legacy http, sse): one client per caller and set of
+//	         capabilities a client lacked, for the calls that run server
+//	         code (mirror.go); they come and go as the pool's
 //
 // Every client gets its credentials from the CredentialProvider, writes to
 // the server's log file, and hands the server's requests that no call can
@@ -212,8 +219,11 @@ type entry struct {
 	sem    chan struct{} // one slot when cfg.Serialize, else nil
 	limits *limits       // cfg.RateLimit; nil when it sets none
 	pool   *pool         // nil for shared servers
-	status Status
-	client *Client // the base client; nil unless starting or running
+	// mirrors are the sessions mirroring a client's capabilities
+	// (mirror.go); nil for a server that is never mirrored.
+	mirrors *pool
+	status  Status
+	client  *Client // the base client; nil unless starting or running
 	// refreshing and dirty coalesce list refreshes per kind: a change
 	// notice during a refresh makes one more refresh, not one per notice.
 	refreshing map[listKind]bool
@@ -296,7 +306,7 @@ func (m *Manager) newEntry(srv config.Server, log *serverLog) *entry {
 	if !srv.IsEnabled() {
 		st.State = StateDisabled
 	}
-	e := &entry{cfg: srv, log: log, status: st, pool: newPool(srv), limits: newLimits(srv.RateLimit),
+	e := &entry{cfg: srv, log: log, status: st, pool: newPool(srv), mirrors: newMirrors(srv), limits: newLimits(srv.RateLimit),
 		refreshing: map[listKind]bool{}, dirty: map[listKind]bool{}, listErrs: map[listKind]string{}}
 	if srv.Serialize {
 		e.sem = make(chan struct{}, 1)
@@ -335,8 +345,8 @@ func (m *Manager) Start() {
 func (m *Manager) startLocked(e *entry) {
 	e.status.State = StateStarting
 	m.goEntry(e, func() { m.supervise(e) })
-	if e.pool != nil {
-		m.reapLocked(e.pool.idle)
+	for _, pl := range e.pools() {
+		m.reapLocked(pl.idle)
 	}
 }
 
@@ -473,6 +483,9 @@ func (m *Manager) statusLocked(e *entry) Status {
 	if e.pool != nil {
 		st.Sessions = len(e.pool.clients)
 	}
+	if e.mirrors != nil {
+		st.MirroredSessions = len(e.mirrors.clients)
+	}
 	return st
 }
 
@@ -553,10 +566,16 @@ func (m *Manager) Call(ctx context.Context, server string, who Caller, method st
 	}
 	defer done()
 	var p *pooled
-	if e.pool != nil {
-		if p, err = m.acquire(ctx, e, who); err != nil {
-			return nil, err
-		}
+	switch caps := m.mirrorOf(e, c, who, method, params, hooks); {
+	case caps != nil:
+		p, err = m.acquire(ctx, e, e.mirrors, who, caps)
+	case e.pool != nil:
+		p, err = m.acquire(ctx, e, e.pool, who, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
 		defer m.release(p)
 		c = p.client
 	}
@@ -637,8 +656,8 @@ func (m *Manager) SetLogLevel(level string) {
 		if e.client != nil && e.status.State == StateRunning {
 			m.setLevelLocked(e, e.client, level)
 		}
-		if e.pool != nil {
-			for _, p := range e.pool.clients {
+		for _, pl := range e.pools() {
+			for _, p := range pl.clients {
 				if p.client != nil {
 					m.setLevelLocked(e, p.client, level)
 				}
@@ -675,8 +694,9 @@ func (m *Manager) setLevelLocked(e *entry, c *Client, level string) {
 }
 
 // EndSession releases what the manager holds for a downstream session that
-// ended: the upstream sessions and processes of per_session servers, closed
-// in the background (each within the stop bound).
+// ended: the upstream sessions and processes of per_session servers, and
+// their sessions mirroring its capabilities, closed in the background
+// (each within the stop bound).
 func (m *Manager) EndSession(session string) {
 	if session == "" {
 		return
@@ -692,6 +712,14 @@ func (m *Manager) EndSession(session string) {
 		}
 		if p := e.pool.clients[sessionKey(session)]; p != nil {
 			m.retireLocked(e, p, "the downstream session ended")
+		}
+		if e.mirrors == nil {
+			continue
+		}
+		for _, p := range e.mirrors.clients {
+			if p.callerKey == sessionKey(session) {
+				m.retireLocked(e, p, "the downstream session ended")
+			}
 		}
 	}
 }
@@ -720,9 +748,9 @@ func (m *Manager) Close(ctx context.Context) error {
 			e.status.State = StateStopped
 			e.status.NextRestart = time.Time{}
 		}
-		if e.pool != nil {
-			for key, p := range e.pool.clients {
-				delete(e.pool.clients, key)
+		for _, pl := range e.pools() {
+			for key, p := range pl.clients {
+				delete(pl.clients, key)
 				if p.client != nil {
 					clients = append(clients, stopping{p: p, c: p.client})
 				}

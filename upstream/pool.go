@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcpgw/mcpgw/config"
@@ -28,10 +30,16 @@ import (
 // after IdleTimeout without calls (the reaper), at EndSession (per_session),
 // when its server is stopped (Replace, Remove, SetEnabled, Restart), or at
 // Close. The pool and its clients are guarded by Manager.mu.
+//
+// A server's mirrored sessions (mirror.go) are a pool of their own, keyed
+// by caller and mirrored capabilities, in the server's session mode
+// (shared: one caller); they come and go the same way.
 
 // pool holds one server's clients by caller key.
 type pool struct {
-	mode    string // config.SessionPerPrincipal or config.SessionPerSession
+	// mode is config.SessionPerPrincipal or config.SessionPerSession, or
+	// config.SessionShared for the mirrored sessions of a shared server.
+	mode    string
 	max     int
 	idle    time.Duration
 	clients map[string]*pooled
@@ -39,7 +47,10 @@ type pool struct {
 
 // pooled is one caller's client, connecting or connected.
 type pooled struct {
+	pl        *pool
 	key       string
+	callerKey string          // pl.key of its caller
+	caps      json.RawMessage // the mirrored capabilities; nil for a caller's own session
 	principal string
 	who       Caller        // the caller that made it, named in its notifications' Events
 	label     string        // how the server's log names it
@@ -58,7 +69,12 @@ func newPool(srv config.Server) *pool {
 	default:
 		return nil
 	}
-	p := &pool{mode: srv.SessionMode, max: srv.Pool.Max, idle: time.Duration(srv.Pool.IdleTimeout), clients: map[string]*pooled{}}
+	return newPoolOf(srv.SessionMode, srv.Pool)
+}
+
+// newPoolOf returns a pool in mode bounded by cfg, with the defaults.
+func newPoolOf(mode string, cfg config.Pool) *pool {
+	p := &pool{mode: mode, max: cfg.Max, idle: time.Duration(cfg.IdleTimeout), clients: map[string]*pooled{}}
 	if p.max <= 0 {
 		p.max = config.DefaultPoolMax
 	}
@@ -69,9 +85,13 @@ func newPool(srv config.Server) *pool {
 }
 
 // owner returns who as far as the pool tells callers apart: the
-// principal, and for a per_session server the session too.
+// principal, and for a per_session server the session too; no one for a
+// shared server's.
 func (p *pool) owner(who Caller) Caller {
-	if p.mode == config.SessionPerSession && who.Session != "" {
+	switch {
+	case p.mode == config.SessionShared:
+		return Caller{}
+	case p.mode == config.SessionPerSession && who.Session != "":
 		return who
 	}
 	return Caller{Principal: who.Principal}
@@ -84,6 +104,9 @@ func principalKey(principal string) string { return "p:" + principal }
 // its client gets. A per_session server keys a caller without a session
 // (a modern-era request) by its principal.
 func (p *pool) key(who Caller) string {
+	if p.mode == config.SessionShared {
+		return "shared"
+	}
 	if p.mode == config.SessionPerSession && who.Session != "" {
 		return sessionKey(who.Session)
 	}
@@ -93,6 +116,9 @@ func (p *pool) key(who Caller) string {
 // label names a pooled client in the server's log: the principal, or a
 // short hash of the session id (which is a bearer token of sorts).
 func (p *pool) label(who Caller) string {
+	if p.mode == config.SessionShared {
+		return ""
+	}
 	if p.mode == config.SessionPerSession && who.Session != "" {
 		sum := sha256.Sum256([]byte(who.Session))
 		return "session " + hex.EncodeToString(sum[:4])
@@ -116,9 +142,10 @@ func (p *pooled) connected() bool {
 	}
 }
 
-// acquire returns the caller's client, connecting it first if needed, and
-// counts a call in flight on it until release.
-func (m *Manager) acquire(ctx context.Context, e *entry, who Caller) (*pooled, error) {
+// acquire returns the caller's client in pl (e's pool or mirrors), the
+// one mirroring caps when caps is not nil, connecting it first if needed,
+// and counts a call in flight on it until release.
+func (m *Manager) acquire(ctx context.Context, e *entry, pl *pool, who Caller, caps json.RawMessage) (*pooled, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -128,8 +155,13 @@ func (m *Manager) acquire(ctx context.Context, e *entry, who Caller) (*pooled, e
 		m.mu.Unlock()
 		return nil, uerr
 	}
-	key := e.pool.key(who)
-	p := e.pool.clients[key]
+	callerKey := pl.key(who)
+	key, label := callerKey, pl.label(who)
+	if caps != nil {
+		key += " " + string(caps)
+		label = strings.TrimSpace(label + " mirroring " + string(caps))
+	}
+	p := pl.clients[key]
 	if p != nil && p.client != nil && !p.connected() {
 		// Died since its last call, and its connect goroutine has not
 		// dropped it yet.
@@ -137,16 +169,16 @@ func (m *Manager) acquire(ctx context.Context, e *entry, who Caller) (*pooled, e
 		p = nil
 	}
 	if p == nil {
-		if len(e.pool.clients) >= e.pool.max {
-			victim := e.pool.lru()
+		if len(pl.clients) >= pl.max {
+			victim := pl.lru()
 			if victim == nil {
 				m.mu.Unlock()
-				return nil, &PoolFullError{Server: e.cfg.Name, Max: e.pool.max}
+				return nil, &PoolFullError{Server: e.cfg.Name, Max: pl.max}
 			}
 			m.retireLocked(e, victim, "closed for a new caller (pool full)")
 		}
-		p = &pooled{key: key, principal: who.Principal, who: e.pool.owner(who), label: e.pool.label(who), ready: make(chan struct{})}
-		e.pool.clients[key] = p
+		p = &pooled{pl: pl, key: key, callerKey: callerKey, caps: caps, principal: who.Principal, who: pl.owner(who), label: label, ready: make(chan struct{})}
+		pl.clients[key] = p
 		m.goEntry(e, func() { m.connectPooled(e, p) })
 	}
 	p.inflight++
@@ -196,8 +228,8 @@ func (pl *pool) lru() *pooled {
 // goroutine. m.mu is held, m is not closed, and e is in service or being
 // stopped.
 func (m *Manager) retireLocked(e *entry, p *pooled, why string) {
-	if e.pool.clients[p.key] == p {
-		delete(e.pool.clients, p.key)
+	if p.pl.clients[p.key] == p {
+		delete(p.pl.clients, p.key)
 	}
 	if p.client != nil {
 		m.closeLater(e, p.client, p.log, "stopped: "+why)
@@ -209,10 +241,10 @@ func (m *Manager) retireLocked(e *entry, p *pooled, why string) {
 func (m *Manager) dropPooled(e *entry, p *pooled, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || e.pool.clients[p.key] != p {
+	if m.closed || p.pl.clients[p.key] != p {
 		return
 	}
-	delete(e.pool.clients, p.key)
+	delete(p.pl.clients, p.key)
 	m.closeLater(e, p.client, p.log, "disconnected: "+err.Error())
 }
 
@@ -223,7 +255,7 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 	ctx, cancel := context.WithTimeout(e.ctx, m.opts.StartTimeout)
 	defer cancel()
 	e.log.write(TagLifecycle, labelled(p.label, "starting ("+describe(e.cfg)+")"))
-	c, cl, err := m.dial(ctx, e, p.who, p.label)
+	c, cl, err := m.dial(ctx, e, p.who, p.label, p.caps)
 	var managerLevel string
 	if err == nil {
 		if err = c.Connect(ctx); err == nil {
@@ -234,7 +266,7 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 		err = fmt.Errorf("did not start within %s: %w", m.opts.StartTimeout, err)
 	}
 	m.mu.Lock()
-	if err == nil && (m.goneLocked(e) || e.pool.clients[p.key] != p) {
+	if err == nil && (m.goneLocked(e) || p.pl.clients[p.key] != p) {
 		err = fmt.Errorf("upstream session of server %q closed while it was starting", e.cfg.Name)
 		m.mu.Unlock()
 		m.closeNow(c)
@@ -242,8 +274,8 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 	}
 	if err != nil {
 		err = errors.New(cl.redact(err.Error()))
-		if !m.closed && e.pool.clients[p.key] == p {
-			delete(e.pool.clients, p.key)
+		if !m.closed && p.pl.clients[p.key] == p {
+			delete(p.pl.clients, p.key)
 		}
 		p.err = err
 		close(p.ready)
@@ -272,11 +304,11 @@ func (m *Manager) connectPooled(e *entry, p *pooled) {
 		return // Close or e's stop closes it
 	}
 	m.mu.Lock()
-	if m.goneLocked(e) || e.pool.clients[p.key] != p {
+	if m.goneLocked(e) || p.pl.clients[p.key] != p {
 		m.mu.Unlock()
 		return // retired: whoever retired it closes it
 	}
-	delete(e.pool.clients, p.key)
+	delete(p.pl.clients, p.key)
 	m.mu.Unlock()
 	why := "connection closed"
 	if err := c.Err(); err != nil {
@@ -344,13 +376,23 @@ func (m *Manager) reapOnce(now time.Time) {
 		return
 	}
 	for _, e := range m.servers {
-		if e.pool == nil {
-			continue
-		}
-		for _, p := range e.pool.clients {
-			if p.client != nil && p.inflight == 0 && now.Sub(p.lastUsed) >= e.pool.idle {
-				m.retireLocked(e, p, fmt.Sprintf("idle for %s", e.pool.idle))
+		for _, pl := range e.pools() {
+			for _, p := range pl.clients {
+				if p.client != nil && p.inflight == 0 && now.Sub(p.lastUsed) >= pl.idle {
+					m.retireLocked(e, p, fmt.Sprintf("idle for %s", pl.idle))
+				}
 			}
 		}
 	}
+}
+
+// pools returns e's pool and mirrors, those it has.
+func (e *entry) pools() []*pool {
+	var out []*pool
+	for _, pl := range []*pool{e.pool, e.mirrors} {
+		if pl != nil {
+			out = append(out, pl)
+		}
+	}
+	return out
 }

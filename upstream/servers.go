@@ -248,9 +248,9 @@ func (m *Manager) stopLocked(e *entry, st State, why string) {
 	} else if live {
 		e.log.write(TagLifecycle, line)
 	}
-	if e.pool != nil {
-		for key, p := range e.pool.clients {
-			delete(e.pool.clients, key)
+	for _, pl := range e.pools() {
+		for key, p := range pl.clients {
+			delete(pl.clients, key)
 			if p.client != nil {
 				m.closeLater(e, p.client, p.log, line)
 			}

@@ -161,7 +161,7 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 
 	ctx, cancel := context.WithTimeout(e.ctx, m.opts.StartTimeout)
 	defer cancel()
-	c, cl, err := m.dial(ctx, e, Caller{}, "")
+	c, cl, err := m.dial(ctx, e, Caller{}, "", nil)
 	var lists serverLists
 	managerLevel := ""
 	if err == nil {
@@ -300,17 +300,18 @@ func describe(srv config.Server) string {
 // dial makes a client of e's server for who (the principal's credentials
 // from the provider; zero for the base client), not yet connected, and
 // the client's view of the server's log. label names a pooled client in
-// the server's log.
-func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string) (*Client, *clientLog, error) {
+// the server's log. mirror, when not nil, are the capabilities of a
+// mirrored session (mirror.go), which is legacy.
+func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string, mirror json.RawMessage) (*Client, *clientLog, error) {
 	cr, err := m.creds.Credentials(ctx, e.cfg, who.Principal)
 	if err != nil {
 		return nil, newClientLog(e.log, label, Credentials{}), fmt.Errorf("getting credentials for server %q: %w", e.cfg.Name, err)
 	}
 	cl := newClientLog(e.log, label, cr)
 	name := e.cfg.Name
-	caps := m.opts.Capabilities
-	if !relaysRoots(e.cfg, who) {
-		caps = m.staticCaps
+	caps, protocol := m.capsFor(e.cfg, who), ""
+	if mirror != nil {
+		caps, protocol = mirror, config.ProtocolLegacy
 	}
 	c, err := m.opts.newClient(withCredentials(e.cfg, cr), ClientOptions{
 		Name:            name,
@@ -322,6 +323,7 @@ func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string) 
 		StopGrace:       m.opts.StopGrace,
 		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(e, who, n) },
 		OnRequest:       m.requestHandler(e, who),
+		Protocol:        protocol,
 		OnLog:           cl.sink(),
 		Probe:           &e.probe,
 	})

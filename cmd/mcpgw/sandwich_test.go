@@ -478,11 +478,16 @@ type client struct {
 	header  http.Header // extra headers on every POST
 }
 
-// connect initializes a session at version and sends initialized.
+// connect initializes a session at version and sends initialized. The
+// client declares every capability the gateway relays, so that its calls
+// go on the upstream session that reads the lists, as these tests expect;
+// a client that declares less gets a session of its own at a legacy HTTP
+// server (see upstream/mirror.go).
 func (g *gw) connect(t *testing.T, version string) *client {
 	t.Helper()
 	c := &client{t: t, url: g.url + "/mcp", header: http.Header{}}
-	resp := c.post(`{"jsonrpc":"2.0","id":"init-1","method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"sandwich","version":"1.0"}}}`)
+	resp := c.post(`{"jsonrpc":"2.0","id":"init-1","method":"initialize","params":{"protocolVersion":"` + version +
+		`","capabilities":{"elicitation":{},"sampling":{},"roots":{"listChanged":true}},"clientInfo":{"name":"sandwich","version":"1.0"}}}`)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

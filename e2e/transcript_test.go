@@ -219,6 +219,8 @@ type transcript struct {
 	t       *testing.T
 	buf     bytes.Buffer
 	replace []string // old, new pairs applied to every text written
+	// sessions counts the upstream session ids given a placeholder.
+	sessions int
 }
 
 func (tr *transcript) section(name string) { fmt.Fprintf(&tr.buf, "-- %s --\n", name) }
@@ -291,6 +293,21 @@ func maskVersion(v any) {
 // they depend on how many requests came before: each becomes <id> once
 // the answer's id is checked against it.
 func (tr *transcript) upstreamSide(prefix string, exs []upExchange) {
+	// Each upstream session id a server issues gets a placeholder of its
+	// own, in the order they appear: mcpgw may hold more than one (a
+	// session that mirrors a client's capabilities).
+	for _, ex := range exs {
+		for _, sid := range []string{ex.resHead.Get("Mcp-Session-Id"), ex.reqHead.Get("Mcp-Session-Id")} {
+			if sid != "" && !slices.Contains(tr.replace, sid) {
+				tr.sessions++
+				name := "<upstream-session>"
+				if tr.sessions > 1 {
+					name = fmt.Sprintf("<upstream-session-%d>", tr.sessions)
+				}
+				tr.replace = append(tr.replace, sid, name)
+			}
+		}
+	}
 	tr.section(prefix + "upstream-receives")
 	if len(exs) == 0 {
 		tr.buf.WriteString("(nothing: mcpgw answers this itself)\n")
@@ -359,15 +376,6 @@ func TestTranscripts(t *testing.T) {
 					if ex.method == "server/discover" || ex.method == "initialize" || ex.method == "notifications/initialized" {
 						hs = append(hs, ex)
 					}
-				}
-				upSID := ""
-				for _, ex := range hs {
-					if s := ex.resHead.Get("Mcp-Session-Id"); s != "" {
-						upSID = s
-					}
-				}
-				if upSID != "" {
-					tr.replace = append(tr.replace, upSID, "<upstream-session>")
 				}
 				tr.upstreamSide("0 mcpgw starts/", hs)
 				runCell(t, tr, g.URL+"/mcp", client == "modern", rec)

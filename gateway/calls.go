@@ -37,6 +37,9 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if res, ok := s.inputRequired(req, ref.Server, "tools/call", body); ok {
+		return res, nil
+	}
 	return complete(s.exposeResult(cat, req, ref.Server, body, "content", false)), nil
 }
 
@@ -61,6 +64,9 @@ func (s *Server) promptsGet(ctx context.Context, req *Request) (*Result, error) 
 	body, err := s.forward(ctx, req, ref.Server, "prompts/get", req.Params, &rename, onlyCall)
 	if err != nil {
 		return nil, err
+	}
+	if res, ok := s.inputRequired(req, ref.Server, "prompts/get", body); ok {
+		return res, nil
 	}
 	return complete(s.exposeResult(cat, req, ref.Server, body, "messages", true)), nil
 }

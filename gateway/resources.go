@@ -216,6 +216,9 @@ func (s *Server) resourcesRead(ctx context.Context, req *Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	if res, ok := s.inputRequired(req, server, "resources/read", body); ok {
+		return res, nil
+	}
 	out, _ := mapArray(body, "contents", func(c json.RawMessage) (json.RawMessage, bool) {
 		return s.exposeMember(cat, req.Principal, server, c, "uri")
 	})

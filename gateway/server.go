@@ -148,7 +148,10 @@ type Server struct {
 	ins      instruments
 	// taskSealer seals task ids, which name their owner.
 	taskSealer *seal.Sealer
-	tasks      tasks
+	// states seals the requestState of the input_required results the
+	// core relays (mrtr.go).
+	states *seal.Sealer
+	tasks  tasks
 
 	cat       atomic.Pointer[catalog]
 	rebuildMu sync.Mutex // serializes rebuilds; guards the fields below
@@ -284,6 +287,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	states, err := seal.New(secret, "request-state")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	rules, err := compileACL(opts.ACL)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -305,6 +312,7 @@ func New(opts Options) (*Server, error) {
 		acl:        rules,
 		ins:        ins,
 		taskSealer: taskSealer,
+		states:     states,
 		seen:       seen,
 		settings:   map[string]serverSettings{},
 		defaults:   serverSettings{mode: naming.Mode(opts.Naming.PrefixMode), namespace: opts.Resources.Namespace},
@@ -730,6 +738,12 @@ func (s *Server) timeout(server string) time.Duration {
 // (elicitation, sampling, roots) go to the client through req.Input, with
 // the call's timeout paused while the client answers.
 func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit, mode forwardMode) (json.RawMessage, error) {
+	if modernClient(req) {
+		var err error
+		if params, err = s.openRequestState(req, server, method, params); err != nil {
+			return nil, err
+		}
+	}
 	meta, _ := req.member(params, "_meta")
 	params, forget, err := s.relay.withProgress(params, meta, req.Notify, rename)
 	if err != nil {
@@ -774,6 +788,7 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		// request what the gateway may serve on the client's behalf.
 		Capabilities: req.Client.Capabilities,
 		LogLevel:     req.LogLevel,
+		TakesInput:   modernClient(req),
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {

@@ -121,6 +121,13 @@ type CallHooks struct {
 	// asked for with this request ("" for none), which a modern server is
 	// told on the request. A legacy server ignores it.
 	LogLevel string
+	// TakesInput says the call's client takes an input_required result
+	// (it speaks 2026-07-28): a modern server is then told the input
+	// capabilities the client declared (elicitation, sampling, roots) and
+	// may answer input_required, which Call returns with its resultType.
+	// Otherwise the server is told of none, and such an answer is an
+	// error.
+	TakesInput bool
 }
 
 // relays reports whether h takes any of the server's messages.

@@ -146,6 +146,11 @@ func capsFor(declared json.RawMessage, allowed []string) json.RawMessage {
 	return append(out, '}')
 }
 
+// inputCapabilities are the client capabilities a modern server's
+// input_required results ask of a client, which a caller that takes such
+// results passes on.
+var inputCapabilities = []string{"elicitation", "sampling", "roots"}
+
 // unrelayedResult is the error (-32603) for a result type the gateway
 // does not yet relay from modern servers.
 func unrelayedResult(server, resultType string) *jsonrpc.Error {
@@ -162,9 +167,10 @@ func unrelayedResult(server, resultType string) *jsonrpc.Error {
 // resultType "complete", ttlMs, cacheScope and _meta's serverInfo (and
 // _meta when nothing else is left in it), and leaves every other member
 // byte for byte as it was (DESIGN decision 1). A result that is not an
-// object is returned as it is. Another resultType is a *jsonrpc.Error
-// (see unrelayedResult) naming server.
-func normalizeResult(server string, result json.RawMessage) (json.RawMessage, error) {
+// object is returned as it is. An input_required result keeps its
+// resultType when the caller takes it (takesInput); another resultType is
+// a *jsonrpc.Error (see unrelayedResult) naming server.
+func normalizeResult(server string, result json.RawMessage, takesInput bool) (json.RawMessage, error) {
 	if !isObject(result) {
 		return result, nil
 	}
@@ -178,10 +184,14 @@ func normalizeResult(server string, result json.RawMessage) (json.RawMessage, er
 		if err != nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "server %q answered with a resultType that is not a string", server)
 		}
-		if typ != "complete" {
+		switch {
+		case typ == "complete":
+			drop = append(drop, "resultType")
+		case typ == "input_required" && takesInput:
+			// The caller relays it as it is.
+		default:
 			return nil, unrelayedResult(server, typ)
 		}
-		drop = append(drop, "resultType")
 	}
 	if vals[2] != nil {
 		drop = append(drop, "ttlMs")

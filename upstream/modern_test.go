@@ -82,11 +82,12 @@ func TestCapsFor(t *testing.T) {
 
 func TestNormalizeResult(t *testing.T) {
 	tests := []struct {
-		name     string
-		in       string
-		want     string
-		wantCode int
-		wantMsg  string
+		name       string
+		in         string
+		want       string
+		wantCode   int
+		wantMsg    string
+		takesInput bool
 	}{
 		{
 			name: "discover-like complete result",
@@ -102,13 +103,17 @@ func TestNormalizeResult(t *testing.T) {
 		{name: "_meta without serverInfo untouched", in: `{"_meta":{"a":1},"x":2}`, want: `{"_meta":{"a":1},"x":2}`},
 		{name: "not an object", in: `[1,2]`, want: `[1,2]`},
 		{name: "input_required", in: `{"resultType":"input_required","inputRequests":{}}`, wantCode: jsonrpc.CodeInternalError, wantMsg: "asked for input"},
+		{name: "input_required for a caller that takes it", takesInput: true,
+			in:   `{"resultType":"input_required","inputRequests":{"a":{"method":"roots/list"}},"requestState":"s","_meta":{"io.modelcontextprotocol/serverInfo":{}},"ttlMs":0}`,
+			want: `{"resultType":"input_required","inputRequests":{"a":{"method":"roots/list"}},"requestState":"s"}`},
+		{name: "task, even for a caller that takes input", in: `{"resultType":"task"}`, takesInput: true, wantCode: jsonrpc.CodeInternalError, wantMsg: "answered with a task"},
 		{name: "task", in: `{"resultType":"task","task":{}}`, wantCode: jsonrpc.CodeInternalError, wantMsg: "answered with a task"},
 		{name: "unknown type", in: `{"resultType":"later"}`, wantCode: jsonrpc.CodeInternalError, wantMsg: `resultType "later"`},
 		{name: "non-string type", in: `{"resultType":3}`, wantCode: jsonrpc.CodeInternalError, wantMsg: "not a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := normalizeResult("srv", json.RawMessage(tt.in))
+			got, err := normalizeResult("srv", json.RawMessage(tt.in), tt.takesInput)
 			if tt.wantCode != 0 {
 				var jerr *jsonrpc.Error
 				if !errors.As(err, &jerr) || jerr.Code != tt.wantCode || !strings.Contains(jerr.Message, tt.wantMsg) || !strings.Contains(jerr.Message, `"srv"`) {
@@ -135,7 +140,7 @@ func FuzzNormalizeResult(f *testing.F) {
 		if !json.Valid(in) {
 			return
 		}
-		out, err := normalizeResult("s", in)
+		out, err := normalizeResult("s", in, false)
 		if err != nil {
 			return
 		}
@@ -155,7 +160,7 @@ func FuzzNormalizeResult(f *testing.F) {
 				t.Fatalf("normalizeResult(%s) = %s, still has serverInfo", in, out)
 			}
 		}
-		again, err := normalizeResult("s", out)
+		again, err := normalizeResult("s", out, false)
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("normalizeResult is not idempotent on %s: %s, %v", out, again, err)
 		}
@@ -281,6 +286,27 @@ func TestStripSubscriptionID(t *testing.T) {
 		}
 		if got := subscriptionID(json.RawMessage(tt.in)); got != tt.id {
 			t.Errorf("subscriptionID(%s) = %q, want %q", tt.in, got, tt.id)
+		}
+	}
+}
+
+// TestStampFor_TakesInput: a modern server is told the input capabilities
+// of a client that takes input_required results, and of no other.
+func TestStampFor_TakesInput(t *testing.T) {
+	c := newClient(ClientOptions{}, nil)
+	declared := json.RawMessage(`{"sampling":{},"elicitation":{"form":{}},"experimental":{"x":{}}}`)
+	tests := []struct {
+		name  string
+		hooks *CallHooks
+		want  string
+	}{
+		{"no hooks", nil, `{}`},
+		{"a client that cannot take input", &CallHooks{Capabilities: declared}, `{}`},
+		{"a client that takes input", &CallHooks{Capabilities: declared, TakesInput: true}, `{"sampling":{},"elicitation":{"form":{}}}`},
+	}
+	for _, tt := range tests {
+		if got := string(c.stampFor(tt.hooks).caps); got != tt.want {
+			t.Errorf("%s: caps %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

@@ -202,7 +202,11 @@ func (c *Client) stampFor(hooks *CallHooks) stamp {
 		s.info = defaultClientInfo
 	}
 	if hooks != nil {
-		s.caps = capsFor(hooks.Capabilities, c.opts.ModernCapabilities)
+		served := c.opts.ModernCapabilities
+		if hooks.TakesInput {
+			served = append(slices.Clip(served), inputCapabilities...)
+		}
+		s.caps = capsFor(hooks.Capabilities, served)
 		s.logLevel = hooks.LogLevel
 	}
 	if s.logLevel == "" {
@@ -275,7 +279,7 @@ func (c *Client) modernCall(ctx context.Context, method string, params json.RawM
 		}
 		return nil, err
 	}
-	out, err := normalizeResult(c.opts.Name, raw)
+	out, err := normalizeResult(c.opts.Name, raw, hooks != nil && hooks.TakesInput)
 	if err != nil {
 		return nil, err
 	}

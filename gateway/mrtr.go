@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/upstream"
 )
 
 // requestStateTTL bounds how long the requestState of an input_required
@@ -33,10 +37,7 @@ type requestState struct {
 // inputRequests as they are, and its requestState sealed (see
 // requestState). ok is false for any other result.
 func (s *Server) inputRequired(req *Request, server, method string, body json.RawMessage) (*Result, bool) {
-	if !bytes.Contains(body, []byte(`"input_required"`)) {
-		return nil, false
-	}
-	if typ, _ := rawjson.String(body, "resultType"); typ != string(ResultInputRequired) {
+	if !modernClient(req) || !isInputRequired(body) {
 		return nil, false
 	}
 	state, ok, _ := rawjson.Get(body, "requestState")
@@ -97,4 +98,94 @@ func (s *Server) openRequestState(req *Request, server, method string, params js
 		return nil, bad("it expired")
 	}
 	return rawjson.Set(params, "requestState", st.State)
+}
+
+// maxInputRounds bounds the rounds of input the core drives for a client
+// of the session era in one call.
+const maxInputRounds = 8
+
+// isInputRequired reports whether body is an input_required result.
+func isInputRequired(body json.RawMessage) bool {
+	if !bytes.Contains(body, []byte(`"input_required"`)) {
+		return false
+	}
+	typ, _ := rawjson.String(body, "resultType")
+	return typ == string(ResultInputRequired)
+}
+
+// driveInput answers a 2026-07-28 server's input_required results for a
+// client of the session era, which has no such result: it asks the client
+// each input request as it asks the server's own requests during a call
+// (its capabilities, the server's session mode, the input timeout, the
+// default answers), then calls the server again with the answers and its
+// state (params are the call's, as sent), until the server answers
+// otherwise; at most maxInputRounds rounds.
+func (s *Server) driveInput(ctx context.Context, req *Request, server, method string, who upstream.Caller, params, body json.RawMessage, mode forwardMode) (json.RawMessage, error) {
+	asker := clientAsker{
+		session: req.Session,
+		caps:    req.Client.Capabilities,
+		input:   req.Input,
+		notify:  req.SessionNotify,
+		noInput: "the client's request cannot carry a request to it",
+	}
+	for round := 1; isInputRequired(body); round++ {
+		if round > maxInputRounds {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
+				fmt.Sprintf("server %q asked for input %d times in one %s; the gateway gave up the call", server, maxInputRounds, method),
+				errorData{Server: server})
+		}
+		requests, _, _ := rawjson.Get(body, "inputRequests")
+		responses := map[string]json.RawMessage{}
+		var askErr error
+		rawjson.Members(requests, func(key, val []byte) bool {
+			name, err := rawjson.Unquote(key)
+			if err != nil {
+				return true
+			}
+			m := &jsonrpc.Message{}
+			m.Method, _ = rawjson.String(val, "method")
+			m.Params, _, _ = rawjson.Get(val, "params")
+			switch m.Method {
+			case "elicitation/create", "sampling/createMessage", "roots/list":
+			default:
+				askErr = jsonrpc.NewError(jsonrpc.CodeInternalError,
+					fmt.Sprintf("server %q asked for input of an unknown kind %q", server, m.Method), errorData{Server: server})
+				return false
+			}
+			if mode, _ := rawjson.String(m.Params, "mode"); m.Method == "elicitation/create" && mode == "url" && !s.userBound(server) {
+				askErr = refusedURLElicitation(server)
+				return false
+			}
+			res, err := s.ask(ctx, server, who, m, asker)
+			if err != nil {
+				askErr = err
+				return false
+			}
+			responses[name] = res
+			return true
+		})
+		if askErr != nil {
+			return nil, askErr
+		}
+		answers, err := json.Marshal(responses)
+		if err != nil {
+			return nil, err
+		}
+		next, err := rawjson.Set(params, "inputResponses", answers)
+		if err != nil {
+			return nil, err
+		}
+		if state, ok, _ := rawjson.Get(body, "requestState"); ok {
+			next, err = rawjson.Set(next, "requestState", state)
+		} else {
+			next, err = rawjson.Delete(next, "requestState")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if body, err = s.forwardAs(ctx, req, server, who, method, next, 0, mode); err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
 }

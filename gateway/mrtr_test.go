@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,5 +109,82 @@ func TestInputRequired_Relay(t *testing.T) {
 	<-got
 	if <-takes {
 		t.Error("a 2025-11-25 client's call was marked as taking input")
+	}
+}
+
+// TestInputRequired_Drive: for a client of the session era the core asks
+// the client each input request of a server's input_required result, and
+// calls the server again with the answers and its own state, round after
+// round, at most maxInputRounds times.
+func TestInputRequired_Drive(t *testing.T) {
+	got := make(chan json.RawMessage, 16)
+	rounds := 2
+	srv := &upstreamtest.Server{
+		Name:  "a",
+		Tools: raws(`{"name":"ask","inputSchema":{"type":"object"}}`, `{"name":"forever","inputSchema":{"type":"object"}}`),
+		Handle: func(_ context.Context, _ string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+			got <- params
+			if !hooks.TakesInput {
+				t.Error("a session-era client with input was not marked as taking input")
+			}
+			name, _ := rawjson.String(params, "name")
+			st, _ := rawjson.String(params, "requestState")
+			if name == "ask" && st == "r"+strconv.Itoa(rounds) {
+				return json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`), nil
+			}
+			next := "r1"
+			if st != "" {
+				n, _ := strconv.Atoi(st[1:])
+				next = "r" + strconv.Itoa(n+1)
+			}
+			return json.RawMessage(`{"resultType":"input_required","inputRequests":{"e":{"method":"elicitation/create","params":{"message":"Name?"}},"r":{"method":"roots/list"}},"requestState":"` + next + `"}`), nil
+		},
+	}
+	s := newCore(t, upstreamtest.NewManager(srv), Options{})
+	var asked []string
+	req := func(tool string) *Request {
+		return &Request{
+			Method: "tools/call", Principal: "alice", Session: "s1",
+			Client: Client{ProtocolVersion: "2025-11-25", Capabilities: json.RawMessage(`{"elicitation":{},"roots":{}}`)},
+			Params: json.RawMessage(`{"name":"mcp__a__` + tool + `","arguments":{}}`),
+			Input: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+				asked = append(asked, method)
+				if method == "roots/list" {
+					return json.RawMessage(`{"roots":[{"uri":"file:///w"}]}`), nil
+				}
+				return json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`), nil
+			},
+		}
+	}
+	res, err := s.Handle(context.Background(), req("ask"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Type != ResultComplete || !strings.Contains(string(res.Body), "done") {
+		t.Fatalf("result %q %s, want the server's final answer", res.Type, res.Body)
+	}
+	if len(asked) != 4 {
+		t.Errorf("the client was asked %q, want each of two requests in two rounds", asked)
+	}
+	first, retry := <-got, <-got
+	if strings.Contains(string(first), "inputResponses") {
+		t.Errorf("the first call carried inputResponses: %s", first)
+	}
+	if st, _ := rawjson.String(retry, "requestState"); st != "r1" {
+		t.Errorf("the retry carried requestState %q, want the server's own r1", st)
+	}
+	if !strings.Contains(string(retry), `"inputResponses":{"e":{"action":"accept","content":{"name":"Ada"}},"r":{"roots":[{"uri":"file:///w"}]}}`) {
+		t.Errorf("the retry's inputResponses: %s", retry)
+	}
+	<-got
+
+	// A server that never stops asking is given up after maxInputRounds.
+	_, err = s.Handle(context.Background(), req("forever"))
+	jerr, ok := err.(*jsonrpc.Error)
+	if !ok || !strings.Contains(jerr.Message, "asked for input 8 times") {
+		t.Errorf("a server asking forever: %v, want the gateway to give up after 8 rounds", err)
+	}
+	for range maxInputRounds + 1 {
+		<-got
 	}
 }

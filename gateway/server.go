@@ -750,7 +750,12 @@ func (s *Server) forward(ctx context.Context, req *Request, server, method strin
 		return nil, err
 	}
 	defer forget()
-	return s.forwardAs(ctx, req, server, upstream.Caller{Principal: req.Principal, Session: req.Session}, method, params, 0, mode)
+	who := upstream.Caller{Principal: req.Principal, Session: req.Session}
+	body, err := s.forwardAs(ctx, req, server, who, method, params, 0, mode)
+	if err != nil || modernClient(req) || !isInputRequired(body) {
+		return body, err
+	}
+	return s.driveInput(ctx, req, server, method, who, params, body, mode)
 }
 
 // forwardMode says how forwardAs makes a call.
@@ -788,7 +793,9 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		// request what the gateway may serve on the client's behalf.
 		Capabilities: req.Client.Capabilities,
 		LogLevel:     req.LogLevel,
-		TakesInput:   modernClient(req),
+		// A modern client gets input_required as it is; for one of the
+		// session era the core asks it and calls again (driveInput).
+		TakesInput: modernClient(req) || req.Input != nil,
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {

@@ -283,6 +283,17 @@ func TestTasks_KeepsFinishedResult(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The fetch runs in the background: wait until it kept the result, or
+	// the call below may race it upstream.
+	for {
+		if rec, err := s.opts.Tasks.GetTask(context.Background(), id2); err == nil && rec.Result != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never kept the result it fetched; upstream saw %v", f.log())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	body, err = call(t, s, req("tasks/result", `{"taskId":"`+id2+`"}`))
 	if err != nil || !strings.Contains(string(body), "done:v2") {
 		t.Fatalf("tasks/result = %s, %v", body, err)

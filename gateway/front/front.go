@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // ForwardedBaseURL returns the gateway's URL as the client reached it,
@@ -148,4 +151,20 @@ func Accepts(r *http.Request, typ string) bool {
 		}
 	}
 	return false
+}
+
+// PlainID returns a request id as a span attribute shows it: a string id
+// without its JSON quotes, a number as it was sent.
+func PlainID(id jsonrpc.ID) string {
+	raw := id.String() // the id's JSON text
+	if len(raw) < 2 || raw[0] != '"' {
+		return raw
+	}
+	if !strings.Contains(raw, `\`) {
+		return raw[1 : len(raw)-1] // no escapes: no copy
+	}
+	if s, err := rawjson.Unquote([]byte(raw)); err == nil {
+		return s
+	}
+	return raw
 }

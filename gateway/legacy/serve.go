@@ -219,7 +219,7 @@ func readBodyBytes(r io.Reader, n int64) ([]byte, error) {
 // capabilities and the session id (MCP 2025-11-25, basic/lifecycle). The
 // core observes it like the requests it answers (its span and metrics).
 func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) {
-	req := &gateway.Request{Method: "initialize", ID: plainID(m.ID), Params: m.Params}
+	req := &gateway.Request{Method: "initialize", ID: front.PlainID(m.ID), Params: m.Params}
 	h.core.Observe(r.Context(), req, func(context.Context) (*gateway.Result, error) {
 		if jerr := h.startSession(w, r, m, req); jerr != nil {
 			return nil, jerr
@@ -374,7 +374,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 	}
 	req := &gateway.Request{
 		Method:    c.method,
-		ID:        plainID(c.id),
+		ID:        front.PlainID(c.id),
 		Params:    params,
 		Principal: s.principal,
 		Groups:    c.groups,

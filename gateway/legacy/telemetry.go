@@ -3,7 +3,6 @@ package legacy
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -11,8 +10,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/telemetry"
 )
 
@@ -90,22 +87,6 @@ func (h *Handler) sessionEnded(s *session) {
 		h.meters.sessionDuration.Record(context.Background(), time.Since(s.created).Seconds(),
 			metric.WithAttributeSet(attribute.NewSet(telemetry.ProtocolVersion.String(s.version))))
 	}
-}
-
-// plainID returns a request id as a span attribute shows it: a string id
-// without its JSON quotes, a number as it was sent.
-func plainID(id jsonrpc.ID) string {
-	raw := id.String() // the id's JSON text
-	if len(raw) < 2 || raw[0] != '"' {
-		return raw
-	}
-	if !strings.Contains(raw, `\`) {
-		return raw[1 : len(raw)-1] // no escapes: no copy
-	}
-	if s, err := rawjson.Unquote([]byte(raw)); err == nil {
-		return s
-	}
-	return raw
 }
 
 // withTraceContext returns r with the remote span context of its

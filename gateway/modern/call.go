@@ -269,12 +269,3 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
-
-// plainID returns an id as text for spans: a string id without quotes.
-func plainID(id jsonrpc.ID) string {
-	raw := id.String()
-	if s, err := rawjson.Unquote([]byte(raw)); err == nil {
-		return s
-	}
-	return raw
-}

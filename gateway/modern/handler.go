@@ -300,7 +300,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 func (h *Handler) coreRequest(r *http.Request, req *request) *gateway.Request {
 	return &gateway.Request{
 		Method:    req.method,
-		ID:        plainID(req.id),
+		ID:        front.PlainID(req.id),
 		Params:    req.params,
 		Principal: req.principal,
 		Groups:    req.groups,

@@ -1,4 +1,4 @@
-package legacy
+package front
 
 import (
 	"testing"
@@ -19,12 +19,12 @@ func TestPlainID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.raw, err)
 		}
-		if got := plainID(m.ID); got != tt.want {
-			t.Errorf("plainID(%s) = %q, want %q", tt.raw, got, tt.want)
+		if got := PlainID(m.ID); got != tt.want {
+			t.Errorf("PlainID(%s) = %q, want %q", tt.raw, got, tt.want)
 		}
 	}
 	id := jsonrpc.StringID("req-42")
-	if n := testing.AllocsPerRun(100, func() { plainID(id) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { PlainID(id) }); n != 0 {
 		t.Errorf("plainID of a plain string id allocates %v times", n)
 	}
 }

@@ -236,6 +236,10 @@ func TestServe_Refusals(t *testing.T) {
 			status: 404, code: -32601, inMsg: "not offered"},
 		{name: "a 2025 task", body: `{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"mcp__a__echo","task":{"ttl":1000},` + meta + `}}`, method: "tools/call", mcpName: "mcp__a__echo",
 			status: 200, code: -32602, inMsg: "2025-11-25 task"},
+		{name: "listen without notifications", body: `{"jsonrpc":"2.0","id":18,"method":"subscriptions/listen","params":{` + meta + `}}`, method: "subscriptions/listen",
+			status: 200, code: -32602, inMsg: "params.notifications"},
+		{name: "listen with a malformed filter", body: `{"jsonrpc":"2.0","id":19,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":"file:///r.txt"},` + meta + `}}`, method: "subscriptions/listen",
+			status: 200, code: -32602, inMsg: "params.notifications"},
 		{name: "a response", body: `{"jsonrpc":"2.0","id":15,"result":{}}`, method: "",
 			status: 400, code: -32600},
 	}
@@ -428,21 +432,7 @@ func TestListen(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	sc := bufio.NewScanner(resp.Body)
-	next := func() map[string]any {
-		t.Helper()
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var m map[string]any
-				if err := json.Unmarshal([]byte(d), &m); err != nil {
-					t.Fatal(err)
-				}
-				return m
-			}
-		}
-		t.Fatalf("the stream ended: %v", sc.Err())
-		return nil
-	}
+	next := streamReader(t, resp)
 	ack := next()
 	if ack["method"] != "notifications/subscriptions/acknowledged" {
 		t.Fatalf("first message %v, want the acknowledgement", ack)

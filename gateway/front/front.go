@@ -168,3 +168,16 @@ func PlainID(id jsonrpc.ID) string {
 	}
 	return raw
 }
+
+// jsonContentType is the Content-Type value of every JSON answer, shared:
+// header values are only read once set (net/http shares its own the same
+// way), and a new slice per answer was an allocation per request.
+var jsonContentType = []string{"application/json"}
+
+// WriteJSON writes a JSON answer with status and its Content-Length.
+func WriteJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header()["Content-Type"] = jsonContentType
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/telemetry"
@@ -480,19 +480,7 @@ func (h *Handler) Sessions() []SessionInfo {
 
 // writeError writes a JSON-RPC error response with an HTTP status.
 func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, code int, msg string, data any) {
-	writeJSON(w, status, errorMessage(id, jsonrpc.NewError(code, msg, data)))
-}
-
-// jsonContentType is the Content-Type value of every JSON answer, shared:
-// header values are only read once set (net/http shares its own the same
-// way), and a new slice per answer was an allocation per request.
-var jsonContentType = []string{"application/json"}
-
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header()["Content-Type"] = jsonContentType
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
+	front.WriteJSON(w, status, errorMessage(id, jsonrpc.NewError(code, msg, data)))
 }
 
 // writeShuttingDown answers that the gateway takes no new work.

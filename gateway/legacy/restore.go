@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/gateway"
+	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -101,7 +102,7 @@ func (ref *refusal) write(w http.ResponseWriter, req *http.Request, h *Handler, 
 func (ref *refusal) send(w http.ResponseWriter, id jsonrpc.ID) *jsonrpc.Error {
 	w.Header().Set("Retry-After", ref.retryAfter)
 	jerr := jsonrpc.NewError(ref.code, ref.msg, ref.data)
-	writeJSON(w, ref.status, errorMessage(id, jerr))
+	front.WriteJSON(w, ref.status, errorMessage(id, jerr))
 	return jerr
 }
 

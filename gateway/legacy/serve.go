@@ -234,7 +234,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, m *jsonrpc.
 func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message, req *gateway.Request) *jsonrpc.Error {
 	if c := bytes.TrimSpace(m.Params); len(c) == 0 || c[0] != '{' {
 		jerr := jsonrpc.NewError(jsonrpc.CodeInvalidParams, "initialize needs params {protocolVersion, capabilities, clientInfo}", nil)
-		writeJSON(w, http.StatusOK, errorMessage(m.ID, jerr))
+		front.WriteJSON(w, http.StatusOK, errorMessage(m.ID, jerr))
 		return jerr
 	}
 	requested, _ := rawjson.String(m.Params, "protocolVersion")
@@ -253,7 +253,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, m *jsonrp
 			jerr := jsonrpc.NewError(jsonrpc.CodeInvalidParams,
 				fmt.Sprintf("initialize: %s is %d bytes, more than the %d a session keeps; declare less", f.name, len(f.v), MaxClientJSON),
 				map[string]int{"limit": MaxClientJSON})
-			writeJSON(w, http.StatusOK, errorMessage(m.ID, jerr))
+			front.WriteJSON(w, http.StatusOK, errorMessage(m.ID, jerr))
 			return jerr
 		}
 	}
@@ -271,7 +271,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, m *jsonrp
 		ServerInfo      json.RawMessage `json:"serverInfo"`
 	}{version, gi.Capabilities, gi.ServerInfo})
 	w.Header().Set(HeaderSessionID, tok)
-	writeJSON(w, http.StatusOK, resultMessage(m.ID, result))
+	front.WriteJSON(w, http.StatusOK, resultMessage(m.ID, result))
 	return nil
 }
 
@@ -474,7 +474,7 @@ func refuse(w http.ResponseWriter, id jsonrpc.ID, status int, jerr *jsonrpc.Erro
 	case http.StatusNotFound:
 		writeNoSession(w)
 	default:
-		writeJSON(w, http.StatusOK, errorMessage(id, jerr))
+		front.WriteJSON(w, http.StatusOK, errorMessage(id, jerr))
 	}
 }
 
@@ -497,7 +497,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 		if msg == nil {
 			msg = errorMessage(m.ID, jsonrpc.NewError(jsonrpc.CodeInternalError, "the request was cancelled", nil))
 		}
-		writeJSON(w, http.StatusOK, msg)
+		front.WriteJSON(w, http.StatusOK, msg)
 		return
 	}
 	// Guarded by s.mu: whether the answer is JSON (c.decided once the
@@ -537,7 +537,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, s *session, m 
 	s.mu.Unlock()
 	if st == nil {
 		if msg != nil {
-			writeJSON(w, http.StatusOK, msg)
+			front.WriteJSON(w, http.StatusOK, msg)
 		} else {
 			// Cancelled, or its session ended: no response, so an empty
 			// stream, as a streamed answer would have ended.
@@ -645,7 +645,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, s *session, msgs
 			n++
 		}
 		b.WriteByte(']')
-		writeJSON(w, http.StatusOK, b.Bytes())
+		front.WriteJSON(w, http.StatusOK, b.Bytes())
 		return
 	}
 

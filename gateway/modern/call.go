@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -217,7 +217,7 @@ func (o *response) final(status int, msg []byte) {
 		o.writeLocked(sseEvent(msg))
 		return
 	}
-	writeJSON(o.w, status, msg)
+	front.WriteJSON(o.w, status, msg)
 }
 
 func sseEvent(msg []byte) []byte {
@@ -227,15 +227,8 @@ func sseEvent(msg []byte) []byte {
 	return append(b, "\n\n"...)
 }
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
 func writeError(w http.ResponseWriter, status int, id jsonrpc.ID, e *jsonrpc.Error) {
-	writeJSON(w, status, errorResponse(id, e))
+	front.WriteJSON(w, status, errorResponse(id, e))
 }
 
 func resultResponse(id jsonrpc.ID, result json.RawMessage) []byte {

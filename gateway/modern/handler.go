@@ -292,7 +292,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 			writeError(w, statusOf(jerr), m.ID, jerr)
 			return
 		}
-		writeJSON(w, http.StatusOK, resultResponse(m.ID, res.Body))
+		front.WriteJSON(w, http.StatusOK, resultResponse(m.ID, res.Body))
 	}
 }
 

@@ -121,13 +121,19 @@ func TestInputRequired_Drive(t *testing.T) {
 	rounds := 2
 	srv := &upstreamtest.Server{
 		Name:  "a",
-		Tools: raws(`{"name":"ask","inputSchema":{"type":"object"}}`, `{"name":"forever","inputSchema":{"type":"object"}}`),
+		Tools: raws(`{"name":"ask","inputSchema":{"type":"object"}}`, `{"name":"forever","inputSchema":{"type":"object"}}`, `{"name":"odd","inputSchema":{"type":"object"}}`, `{"name":"url","inputSchema":{"type":"object"}}`),
 		Handle: func(_ context.Context, _ string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
 			got <- params
 			if !hooks.TakesInput {
 				t.Error("a session-era client with input was not marked as taking input")
 			}
 			name, _ := rawjson.String(params, "name")
+			switch name {
+			case "odd": // a kind of input no client gives
+				return json.RawMessage(`{"resultType":"input_required","inputRequests":{"x":{"method":"tools/call","params":{"name":"rm"}}}}`), nil
+			case "url": // URL-mode elicitation from a shared server
+				return json.RawMessage(`{"resultType":"input_required","inputRequests":{"u":{"method":"elicitation/create","params":{"mode":"url","url":"https://example.com/x","message":"Sign in"}}}}`), nil
+			}
 			st, _ := rawjson.String(params, "requestState")
 			if name == "ask" && st == "r"+strconv.Itoa(rounds) {
 				return json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`), nil
@@ -186,5 +192,24 @@ func TestInputRequired_Drive(t *testing.T) {
 	}
 	for range maxInputRounds + 1 {
 		<-got
+	}
+
+	// What a hostile or broken server asks for is refused before any
+	// client is asked: a kind of input that is not one, and URL-mode
+	// elicitation from a server shared by every user.
+	asked = nil
+	for _, tt := range []struct{ tool, want string }{
+		{"odd", `unknown kind "tools/call"`},
+		{"url", "URL-mode elicitation"},
+	} {
+		_, err := s.Handle(context.Background(), req(tt.tool))
+		jerr, ok := err.(*jsonrpc.Error)
+		if !ok || !strings.Contains(jerr.Message, tt.want) {
+			t.Errorf("%s: %v, want an error saying %q", tt.tool, err, tt.want)
+		}
+		<-got
+	}
+	if len(asked) != 0 {
+		t.Errorf("the client was asked %q for a refused input request", asked)
 	}
 }

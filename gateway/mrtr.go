@@ -28,8 +28,16 @@ type requestState struct {
 	Principal string          `json:"p"`
 	Method    string          `json:"m"`
 	Name      string          `json:"n,omitempty"` // the exposed tool or prompt
-	State     json.RawMessage `json:"st"`
+	State     json.RawMessage `json:"st,omitempty"`
 	Expires   int64           `json:"x"`
+	// Parked names the parked call whose server waits for the answers
+	// (parked.go), and Owner the gateway process that holds it; both are
+	// empty for a server's own state.
+	Parked string `json:"k,omitempty"`
+	Owner  string `json:"o,omitempty"`
+	// Reissue says the retry is to be made afresh: the server refused the
+	// call until the user visited URLs (-32042, urlInputRequired).
+	Reissue bool `json:"r,omitempty"`
 }
 
 // inputRequired returns the Result to relay when body is a server's
@@ -39,6 +47,10 @@ type requestState struct {
 func (s *Server) inputRequired(req *Request, server, method string, body json.RawMessage) (*Result, bool) {
 	if !modernClient(req) || !isInputRequired(body) {
 		return nil, false
+	}
+	if req.sealed {
+		// The gateway's own: its state is sealed.
+		return &Result{Type: ResultInputRequired, Body: body}, true
 	}
 	state, ok, _ := rawjson.Get(body, "requestState")
 	if !ok {
@@ -67,37 +79,50 @@ func exposedName(req *Request) string {
 
 // openRequestState returns params with the sealed requestState of a
 // retried request replaced by the server's own, after checking that it
-// was issued for this caller, server, method and tool; params without one
-// are returned as they are. Anything else is -32602.
-func (s *Server) openRequestState(req *Request, server, method string, params json.RawMessage) (json.RawMessage, error) {
+// was issued for this caller, server, method and tool, and its opened
+// state; params without one are returned as they are, with a nil state.
+// A state that names a parked call leaves params as they are. Anything
+// else is -32602.
+func (s *Server) openRequestState(req *Request, server, method string, params json.RawMessage) (json.RawMessage, *requestState, error) {
 	if !bytes.Contains(params, []byte(`"requestState"`)) {
-		return params, nil
+		return params, nil, nil
 	}
 	raw, ok, _ := rawjson.Get(params, "requestState")
 	if !ok {
-		return params, nil
+		return params, nil, nil
 	}
 	bad := func(why string) error {
 		return invalidParams("invalid requestState: %s; send the request again without requestState and inputResponses to start over", why)
 	}
 	token, err := rawjson.Unquote(raw)
 	if err != nil || len(raw) == 0 || raw[0] != '"' {
-		return nil, bad("it must be the string requestState of an earlier input_required result")
+		return nil, nil, bad("it must be the string requestState of an earlier input_required result")
 	}
 	b, err := s.states.Open(token)
 	var st requestState
 	if err != nil || json.Unmarshal(b, &st) != nil {
-		return nil, bad("it was not issued by this gateway, or it was changed")
+		return nil, nil, bad("it was not issued by this gateway, or it was changed")
 	}
 	switch {
 	case st.Principal != req.Principal:
-		return nil, bad("it was not issued to you")
+		return nil, nil, bad("it was not issued to you")
 	case st.Server != server || st.Method != method || st.Name != exposedName(req):
-		return nil, bad("it belongs to another request")
+		return nil, nil, bad("it belongs to another request")
 	case time.Now().Unix() > st.Expires:
-		return nil, bad("it expired")
+		return nil, nil, bad("it expired")
 	}
-	return rawjson.Set(params, "requestState", st.State)
+	switch {
+	case st.Parked != "":
+		return params, &st, nil
+	case st.Reissue:
+		out, err := rawjson.Delete(params, "requestState")
+		if err == nil {
+			out, err = rawjson.Delete(out, "inputResponses")
+		}
+		return out, &st, err
+	}
+	out, err := rawjson.Set(params, "requestState", st.State)
+	return out, &st, err
 }
 
 // maxInputRounds bounds the rounds of input the core drives for a client

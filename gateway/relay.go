@@ -312,7 +312,13 @@ func (s *Server) ask(ctx context.Context, server string, who upstream.Caller, m 
 	params = s.retagTask(server, who, params)
 	if m.Method == "elicitation/create" {
 		if mode, _ := rawjson.String(params, "mode"); mode == "url" {
-			params = s.mintElicitation(server, params, a.notify)
+			if _, ok := rawjson.String(params, "elicitationId"); ok {
+				params = s.mintElicitation(server, params, a.notify)
+			} else if out, err := setString(params, "elicitationId", s.relay.mint("e")); err == nil {
+				// A 2026-07-28 server's has none (its era correlates
+				// through requestState); a 2025 client needs one.
+				params = out
+			}
 		}
 	}
 	res, err := s.askClient(ctx, server, m.Method, params, a)

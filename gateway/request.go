@@ -94,6 +94,9 @@ type Request struct {
 	promptName, server string
 	// members are the members of Params the core reads, once read.
 	members paramsMembers
+	// sealed says the request's input_required result is the gateway's
+	// own (a parked call's, a translated -32042), its state sealed.
+	sealed bool
 }
 
 // paramsMembers are the members of a request's params that the core reads

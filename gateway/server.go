@@ -153,6 +153,14 @@ type Server struct {
 	states *seal.Sealer
 	tasks  tasks
 
+	// parked are the parked calls a follow-up may find (parked.go), by
+	// id; parkedBy counts them per principal. replica names this process
+	// in their sealed states.
+	parkMu   sync.Mutex
+	parked   map[string]*parkedCall
+	parkedBy map[string]int
+	replica  string
+
 	cat       atomic.Pointer[catalog]
 	rebuildMu sync.Mutex // serializes rebuilds; guards the fields below
 	seqs      map[string]map[naming.Ref]uint64
@@ -327,6 +335,9 @@ func New(opts Options) (*Server, error) {
 		sessions: map[string]*liveSession{},
 		ended:    ended,
 		pending:  map[string]bool{},
+		parked:   map[string]*parkedCall{},
+		parkedBy: map[string]int{},
+		replica:  newReplicaID(),
 	}
 	s.subs.init()
 	s.tasks.init()
@@ -738,21 +749,41 @@ func (s *Server) timeout(server string) time.Duration {
 // (elicitation, sampling, roots) go to the client through req.Input, with
 // the call's timeout paused while the client answers.
 func (s *Server) forward(ctx context.Context, req *Request, server, method string, params json.RawMessage, rename *rawjson.Edit, mode forwardMode) (json.RawMessage, error) {
+	notify := req.Notify
+	var parked *parkedCall
 	if modernClient(req) {
-		var err error
-		if params, err = s.openRequestState(req, server, method, params); err != nil {
+		if _, err := checkInputResponses(params); err != nil {
 			return nil, err
+		}
+		opened, st, err := s.openRequestState(req, server, method, params)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil && st.Parked != "" {
+			return s.resumeParked(ctx, req, st, params)
+		}
+		params = opened
+		if s.parks(server) {
+			parked = s.newParked(req)
+			notify = parked.notifyAttached
 		}
 	}
 	meta, _ := req.member(params, "_meta")
-	params, forget, err := s.relay.withProgress(params, meta, req.Notify, rename)
+	params, forget, err := s.relay.withProgress(params, meta, notify, rename)
 	if err != nil {
 		return nil, err
 	}
-	defer forget()
 	who := upstream.Caller{Principal: req.Principal, Session: req.Session}
+	if parked != nil {
+		body, err := s.runParked(ctx, req, parked, server, who, method, params, forget)
+		return s.urlInputRequired(req, server, method, body, err)
+	}
+	defer forget()
 	body, err := s.forwardAs(ctx, req, server, who, method, params, 0, mode)
-	if err != nil || modernClient(req) || !isInputRequired(body) {
+	if modernClient(req) {
+		return s.urlInputRequired(req, server, method, body, err)
+	}
+	if err != nil || !isInputRequired(body) {
 		return body, err
 	}
 	return s.driveInput(ctx, req, server, method, who, params, body, mode)

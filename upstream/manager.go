@@ -475,6 +475,22 @@ func (m *Manager) Server(name string) (Status, bool) {
 	return m.statusLocked(e), true
 }
 
+// Era returns the era server is spoken to in now, EraModern or EraLegacy,
+// or "" when it is not connected.
+func (m *Manager) Era(server string) string {
+	m.mu.Lock()
+	e, ok := m.servers[server]
+	var c *Client
+	if ok {
+		c = e.client
+	}
+	m.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	return c.Era()
+}
+
 func (m *Manager) statusLocked(e *entry) Status {
 	st := e.status
 	if e.client != nil {

@@ -203,6 +203,16 @@ func (m *Manager) Servers() []upstream.Status {
 	return out
 }
 
+// Era implements gateway.ServerEras: the Server's Era.
+func (m *Manager) Era(server string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.servers[server]; s != nil {
+		return s.Era
+	}
+	return ""
+}
+
 // Watch implements gateway.Upstreams.
 func (m *Manager) Watch(fn func(upstream.Event)) (stop func()) {
 	m.mu.Lock()

@@ -59,13 +59,14 @@ func callServers(small, big json.RawMessage) *upstreamtest.Manager {
 func BenchmarkHandle_ToolsCall(b *testing.B) {
 	ups := callServers(benchResult(100), benchResult(64<<10))
 	for _, bc := range []struct {
-		name, server string
-		production   bool
+		name, server       string
+		production, modern bool
 	}{
-		{"small/bare", "files", false},
-		{"small/production", "files", true},
-		{"64KiB/bare", "big", false},
-		{"64KiB/production", "big", true},
+		{"small/bare", "files", false, false},
+		{"small/production", "files", true, false},
+		{"small/2026", "files", false, true},
+		{"64KiB/bare", "big", false, false},
+		{"64KiB/production", "big", true, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			opts := Options{Upstreams: ups}
@@ -76,6 +77,10 @@ func BenchmarkHandle_ToolsCall(b *testing.B) {
 				Session:   "0123456789abcdef0123456789abcdef",
 				ID:        "17",
 				Client:    Client{ProtocolVersion: "2025-11-25", Capabilities: json.RawMessage(`{}`)},
+			}
+			if bc.modern {
+				tmpl.Session = ""
+				tmpl.Client = Client{ProtocolVersion: "2026-07-28", Capabilities: json.RawMessage(`{}`)}
 			}
 			if bc.production {
 				ms, err := mediastore.New(mediastore.Options{Dir: b.TempDir(), Secret: []byte(strings.Repeat("m", 32))})

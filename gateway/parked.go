@@ -326,27 +326,28 @@ func newReplicaID() string {
 // newParked returns a parked call for req, not yet listed: it is listed
 // once its server first asks for input (admit).
 func (s *Server) newParked(req *Request) *parkedCall {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	pc := &parkedCall{id: hex.EncodeToString(b[:]), principal: req.Principal, box: newInputBox(), finished: make(chan struct{})}
+	pc := &parkedCall{principal: req.Principal, box: newInputBox(), finished: make(chan struct{})}
 	pc.notify, pc.attached = req.Notify, true
 	pc.box.admit = func() error { return s.listParked(pc) }
 	return pc
 }
 
-// listParked makes pc findable by a follow-up, within the bounds.
+// listParked makes pc findable by a follow-up, within the bounds, under
+// an id of its own (given only now: most calls never ask).
 func (s *Server) listParked(pc *parkedCall) error {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
 	s.parkMu.Lock()
 	defer s.parkMu.Unlock()
 	if len(s.parked) >= maxParked || s.parkedBy[pc.principal] >= maxParkedPerPrincipal {
 		s.logger.Warn("answering a server's request for a 2026-07-28 client: too many parked calls", "principal_calls", s.parkedBy[pc.principal], "calls", len(s.parked))
 		return errTooManyParked
 	}
+	pc.mu.Lock()
+	pc.id, pc.listed = hex.EncodeToString(b[:]), true
+	pc.mu.Unlock()
 	s.parked[pc.id] = pc
 	s.parkedBy[pc.principal]++
-	pc.mu.Lock()
-	pc.listed = true
-	pc.mu.Unlock()
 	return nil
 }
 
@@ -354,10 +355,13 @@ func (s *Server) listParked(pc *parkedCall) error {
 func (s *Server) unpark(pc *parkedCall) {
 	s.parkMu.Lock()
 	defer s.parkMu.Unlock()
-	if s.parked[pc.id] != pc {
+	pc.mu.Lock()
+	id := pc.id
+	pc.mu.Unlock()
+	if id == "" || s.parked[id] != pc {
 		return
 	}
-	delete(s.parked, pc.id)
+	delete(s.parked, id)
 	if s.parkedBy[pc.principal]--; s.parkedBy[pc.principal] <= 0 {
 		delete(s.parkedBy, pc.principal)
 	}

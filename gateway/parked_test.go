@@ -488,3 +488,27 @@ func TestParked_Bounds(t *testing.T) {
 	res, err = modernCall(s, ctx, "bob", "tools/call", `{"name":"one","arguments":{}}`)
 	wantInputRequired(t, res, err)
 }
+
+// TestParked_OtherProcess: a follow-up that reaches another gateway
+// process with the same secret (another replica, or this one after a
+// restart) is told the call is held elsewhere, and never reaches a
+// server; the process that holds it still takes it.
+func TestParked_OtherProcess(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	answers := make(chan string, 4)
+	a := newCore(t, upstreamtest.NewManager(parkedServer(answers)), Options{Naming: config.Naming{PrefixMode: "never"}, Secret: secret})
+	b := newCore(t, upstreamtest.NewManager(parkedServer(answers)), Options{Naming: config.Naming{PrefixMode: "never"}, Secret: secret})
+	ctx := context.Background()
+	res, err := modernCall(a, ctx, "alice", "tools/call", `{"name":"one","arguments":{}}`)
+	keys, state := wantInputRequired(t, res, err)
+	follow := followUp("one", state, map[string]string{keys["elicitation/create"]: `{"action":"accept"}`})
+	_, err = modernCall(b, ctx, "alice", "tools/call", follow)
+	wantInvalidParams(t, err, "held by another gateway process")
+	res, err = modernCall(a, ctx, "alice", "tools/call", follow)
+	if err != nil || res.Type != ResultComplete {
+		t.Fatalf("the owner's follow-up: %v %v", res, err)
+	}
+	if got := <-answers; got != `{"action":"accept"}` {
+		t.Errorf("the server was answered %s", got)
+	}
+}

@@ -43,6 +43,7 @@ const (
 	DefaultTaskTTL             = time.Hour
 	DefaultTaskMaxTTL          = 24 * time.Hour
 	DefaultTaskPollInterval    = time.Second
+	DefaultTaskPromoteAfter    = 2 * time.Second
 	DefaultMaxHostedTasks      = 16
 	DefaultAdminEnvPrefix      = "MCPGW_UPSTREAM_"
 	DefaultJWTLeeway           = 30 * time.Second
@@ -458,6 +459,12 @@ type Tasks struct {
 	// MaxHostedPerPrincipal caps the hosted tasks one principal may have
 	// running at once. Default DefaultMaxHostedTasks.
 	MaxHostedPerPrincipal int `yaml:"max_hosted_per_principal"`
+	// PromoteAfter is how long a 2026-07-28 client's tools/call that
+	// declared the tasks extension runs before the gateway answers it
+	// with a hosted task instead of waiting for its result (on a server
+	// it hosts tasks for). Zero makes every such call a task at once.
+	// Default DefaultTaskPromoteAfter.
+	PromoteAfter Duration `yaml:"promote_after"`
 }
 
 // Media modes: what the gateway does with a large image, audio or embedded

@@ -245,6 +245,7 @@ func defaultConfig() *Config {
 			MaxTTL:                Duration(DefaultTaskMaxTTL),
 			PollInterval:          Duration(DefaultTaskPollInterval),
 			MaxHostedPerPrincipal: DefaultMaxHostedTasks,
+			PromoteAfter:          Duration(DefaultTaskPromoteAfter),
 		},
 		Admin: Admin{EnvPrefix: DefaultAdminEnvPrefix},
 		Media: Media{

@@ -345,6 +345,9 @@ func (c *Config) validateGateway() Problems {
 	if n := c.Tasks.MaxHostedPerPrincipal; n < 1 || n > 10000 {
 		add("tasks.max_hosted_per_principal", "must be from 1 to 10000")
 	}
+	if d := c.Tasks.PromoteAfter; d < 0 || d > Duration(maxClientWait) {
+		add("tasks.promote_after", "must be from 0s to %s", Duration(maxClientWait))
+	}
 	if c.Admin.Listen != "" && !validListen(c.Admin.Listen) {
 		add("admin.listen", "%q is not a host:port address to listen on, such as 127.0.0.1:9090", c.Admin.Listen)
 	}

@@ -103,7 +103,8 @@ type Options struct {
 	// survive a restart.
 	Tasks TaskStore
 	// TaskConfig sets the hosting of tasks and their lifetimes; zero
-	// fields take the config defaults.
+	// fields take the config defaults, but for PromoteAfter: zero makes
+	// every call a task that may be one (taskext.go).
 	TaskConfig config.Tasks
 	// Media stores the media blobs of results, which become links. If nil,
 	// results keep their blobs.
@@ -728,6 +729,8 @@ func (s *Server) handle(ctx context.Context, req *Request) (*Result, error) {
 		return s.tasksResult(ctx, req)
 	case "tasks/cancel":
 		return s.tasksCancel(ctx, req)
+	case "tasks/update":
+		return s.extTasksUpdate(ctx, req)
 	case "tasks/list":
 		return s.tasksList(ctx, req)
 	default:

@@ -94,6 +94,7 @@ type liveTask struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}      // closed when the hosted call ended
 	input  chan inputProvider // a tasks/result that can answer input requests
+	ext    *extTask           // a task of the 2026-07-28 extension
 }
 
 // inputProvider is a waiting tasks/result request's way to ask its client.
@@ -109,12 +110,19 @@ func (t *tasks) init() {
 type taskToken struct {
 	Nonce string `json:"n"`
 	Owner string `json:"o"`
+	// Modern marks a task of the 2026-07-28 extension (taskext.go): its
+	// id means nothing to a 2025 client's tasks/*, and the other way.
+	Modern bool `json:"m,omitempty"`
 }
 
-// owner returns who a request's tasks belong to.
+// owner returns who a request's tasks belong to. A modern request has no
+// session: its tasks are its principal's, the anonymous one's too.
 func owner(req *Request) string {
-	if req.Principal == "" || req.Principal == Anonymous {
+	if (req.Principal == "" || req.Principal == Anonymous) && req.Session != "" {
 		return "session:" + req.Session
+	}
+	if req.Principal == "" {
+		return "principal:" + Anonymous
 	}
 	return "principal:" + req.Principal
 }
@@ -147,7 +155,7 @@ func (s *Server) lookupTask(ctx context.Context, req *Request) (store.Task, erro
 	}
 	b, err := s.taskSealer.Open(id)
 	var tok taskToken
-	if err != nil || json.Unmarshal(b, &tok) != nil || tok.Owner != owner(req) {
+	if err != nil || json.Unmarshal(b, &tok) != nil || tok.Owner != owner(req) || tok.Modern != modernClient(req) {
 		return store.Task{}, errNoTask(id)
 	}
 	rec, err := s.opts.Tasks.GetTask(ctx, id)
@@ -341,6 +349,15 @@ func (s *Server) gatewayTaskFor(server, caller, upstreamID string) (string, bool
 func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage, rename rawjson.Edit) (*Result, error, bool) {
 	cat := s.cat.Load()
 	support := cat.taskSupport[ref]
+	if modernClient(req) && support != "required" {
+		// The extension's tasks are the gateway's choice, not the
+		// client's: params.task is not of this era.
+		params, err := rawjson.Apply(params, rename)
+		if err != nil {
+			return nil, invalidParams("params must be a JSON object"), true
+		}
+		return s.extToolsCall(ctx, req, ref, params)
+	}
 	_, asked := req.member(params, "task")
 	if !asked && support != "required" {
 		return nil, nil, false
@@ -454,6 +471,9 @@ func (s *Server) saveTask(rec store.Task) {
 
 // tasksGet serves tasks/get.
 func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
+	if modernClient(req) {
+		return s.extTasksGet(ctx, req)
+	}
 	rec, err := s.lookupTask(ctx, req)
 	if err != nil {
 		return nil, err
@@ -488,6 +508,9 @@ func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
 
 // tasksCancel serves tasks/cancel.
 func (s *Server) tasksCancel(ctx context.Context, req *Request) (*Result, error) {
+	if modernClient(req) {
+		return s.extTasksCancel(ctx, req)
+	}
 	rec, err := s.lookupTask(ctx, req)
 	if err != nil {
 		return nil, err
@@ -518,6 +541,9 @@ func (s *Server) tasksCancel(ctx context.Context, req *Request) (*Result, error)
 // tasksResult serves tasks/result: the underlying call's result once the
 // task is terminal, relaying the server's input requests meanwhile.
 func (s *Server) tasksResult(ctx context.Context, req *Request) (*Result, error) {
+	if modernClient(req) {
+		return nil, errNotInExtension(req.Method)
+	}
 	rec, err := s.lookupTask(ctx, req)
 	if err != nil {
 		return nil, err
@@ -676,6 +702,9 @@ func mustJSON(v any) json.RawMessage {
 // tasksList serves tasks/list: the caller's own tasks across servers, in
 // pages of our own.
 func (s *Server) tasksList(ctx context.Context, req *Request) (*Result, error) {
+	if modernClient(req) {
+		return nil, errNotInExtension(req.Method)
+	}
 	const page = 50
 	after := ""
 	if c, ok := rawjson.String(req.Params, "cursor"); ok && c != "" {
@@ -880,39 +909,10 @@ func (s *Server) hostTask(ctx context.Context, req *Request, ref naming.Ref, par
 			delete(s.tasks.hosted, o)
 		}
 		s.tasks.mu.Unlock()
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		cur, gerr := s.opts.Tasks.GetTask(sctx, rec.ID)
-		if gerr != nil {
-			cur = rec
-		}
+		cur := s.settleHosted(runCtx, &bgReq, rec, body, err, false)
 		if cur.Status == taskCancelled {
-			s.taskEnded(cur)
 			return
 		}
-		var jerr *jsonrpc.Error
-		switch {
-		case err == nil:
-			cur.Result = s.exposeResult(s.cat.Load(), req, ref.Server, body, "content", false)
-			cur.Status = taskCompleted
-			if isErr, _, _ := rawjson.Get(body, "isError"); string(isErr) == "true" {
-				cur.Status = taskFailed
-			}
-		case errors.As(err, &jerr):
-			cur.Error, cur.Status = mustJSON(jerr), taskFailed
-			cur.StatusMessage = jerr.Message
-		default:
-			cur.Status, cur.StatusMessage = taskFailed, err.Error()
-			switch {
-			case s.life.Err() != nil:
-				cur.StatusMessage = "the gateway shut down while the task ran"
-			case errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(runCtx), context.DeadlineExceeded):
-				cur.StatusMessage = "the task's ttl passed before the call finished"
-			}
-			cur.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", cur.StatusMessage))
-		}
-		cur.UpdatedAt = time.Now()
-		s.saveTask(cur)
 		if lt.notify != nil {
 			lt.notify("notifications/tasks/status", taskJSON(cur))
 		}

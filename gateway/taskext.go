@@ -1,0 +1,560 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/naming"
+	"github.com/mcpgw/mcpgw/store"
+	"github.com/mcpgw/mcpgw/upstream"
+)
+
+// Tasks of MCP 2026-07-28: the io.modelcontextprotocol/tasks extension
+// (ext-tasks, specification/draft/tasks.md). Creation is the server's
+// choice; the gateway makes it for a call it hosts:
+//
+//	client ─tools/call (extension declared)─► core runs the call in the background
+//	  it answers within promote_after ────────► the plain result
+//	  its server's input_required comes first ─► relayed as it is (MRTR)
+//	  still running, or its server asks for
+//	  input (a 2025 request during the call) ─► a hosted task: resultType "task"
+//	tasks/get    ─► the record; result or error inlined, or the pending inputRequests
+//	tasks/update ─► answers to pending input requests (unknown keys ignored)
+//	tasks/cancel ─► ends the call; an empty ack
+//
+// Records live in the store beside the 2025 ones, under sealed ids bound
+// to the principal (a modern client has no session: the anonymous
+// principal's ids are bearer capabilities) and to the era, so that an id
+// of one era means nothing in the other. The pending input requests live
+// with the call, in the process that runs it.
+
+// ExtTasks is the tasks extension's identifier, in capabilities.extensions.
+const ExtTasks = "io.modelcontextprotocol/tasks"
+
+// codeMissingCapability is the 2026-07-28 error of a request that needs a
+// client capability its client did not declare.
+const codeMissingCapability = -32021
+
+// declaresTasks reports whether a client's capabilities declare the tasks
+// extension.
+func declaresTasks(caps json.RawMessage) bool {
+	ext, ok, err := rawjson.Get(caps, "extensions")
+	if !ok || err != nil || len(ext) == 0 || ext[0] != '{' {
+		return false
+	}
+	v, ok, err := rawjson.Get(ext, ExtTasks)
+	return ok && err == nil && len(v) > 0 && v[0] == '{'
+}
+
+// errNeedsTasks is the -32021 of a tasks/* request whose client did not
+// declare the extension.
+func errNeedsTasks(method string) error {
+	return jsonrpc.NewError(codeMissingCapability,
+		fmt.Sprintf("%s needs the %s extension: declare it in params._meta clientCapabilities.extensions", method, ExtTasks),
+		map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ExtTasks: map[string]any{}}}})
+}
+
+// errNotInExtension is the -32601 of the 2025 task methods the extension
+// removed.
+func errNotInExtension(method string) error {
+	return jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
+		"method %q does not exist in the %s extension: tasks/get inlines a finished task's result, and there is no tasks/list", method, ExtTasks)
+}
+
+// extTask is what a hosted task of the extension holds while its call
+// runs: whether the client was given the task yet, and the input
+// requests that wait for tasks/update.
+type extTask struct {
+	mu sync.Mutex
+	// promoted: the client was answered with the task, and the call's end
+	// goes to the record.
+	promoted bool
+	// over: the call ended before promotion, and its end goes to the
+	// client's tools/call (settled).
+	over    bool
+	settled chan callEnd  // buffered: the call's end, when over
+	promote chan struct{} // buffered: an input request came before promotion
+	// notify is the tools/call's sink until promotion: progress of a task
+	// is not delivered (the extension has none).
+	notify func(method string, params json.RawMessage)
+	// pending are the input requests waiting for an answer, by key; keys
+	// are never reused within the task.
+	pending map[string]*pendingInput
+	next    int
+	// changed is closed and replaced whenever pending changes.
+	changed chan struct{}
+}
+
+type callEnd struct {
+	body json.RawMessage
+	err  error
+}
+
+type pendingInput struct {
+	request json.RawMessage // {"method", "params"}
+	answer  chan json.RawMessage
+}
+
+// changedLocked tells the waiters that pending changed (x.mu held).
+func (x *extTask) changedLocked() {
+	close(x.changed)
+	x.changed = make(chan struct{})
+}
+
+// sink passes a notification of the call to its tools/call while there
+// is one.
+func (x *extTask) sink(method string, params json.RawMessage) {
+	x.mu.Lock()
+	n := x.notify
+	x.mu.Unlock()
+	if n != nil {
+		n(method, params)
+	}
+}
+
+// newExtTaskID seals a fresh task id of the extension for owner.
+func (s *Server) newExtTaskID(owner string) string {
+	b, _ := json.Marshal(taskToken{Nonce: s.relay.mint("t") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), Owner: owner, Modern: true})
+	return s.taskSealer.Seal(b)
+}
+
+// extToolsCall serves a 2026-07-28 client's tools/call when the gateway
+// may answer it with a task: handled is false when it runs as any call.
+func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (res *Result, err error, handled bool) {
+	if !declaresTasks(req.Client.Capabilities) || !s.opts.TaskConfig.HostsTasks(ptrServer(s.serverConfig(ref.Server))) {
+		return nil, nil, false
+	}
+	cfg := s.opts.TaskConfig
+	o := owner(req)
+	s.tasks.mu.Lock()
+	if s.tasks.closing || s.tasks.hosted[o] >= cfg.MaxHostedPerPrincipal {
+		// Over the cap the call runs without a task: the extension
+		// leaves the choice to the server.
+		s.tasks.mu.Unlock()
+		return nil, nil, false
+	}
+	s.tasks.hosted[o]++
+	s.tasks.bg.Add(1)
+	s.tasks.mu.Unlock()
+
+	ttl := min(time.Duration(cfg.DefaultTTL), time.Duration(cfg.MaxTTL))
+	now := time.Now()
+	rec := store.Task{
+		ID: s.newExtTaskID(o), Owner: o, Server: ref.Server, Hosted: true, Transport: s.serverConfig(ref.Server).Transport,
+		Tool: req.toolName, Status: taskWorking, CreatedAt: now, UpdatedAt: now, TTL: &ttl,
+		PollInterval: time.Duration(cfg.PollInterval), ExpiresAt: now.Add(ttl),
+	}
+	runCtx, cancel := context.WithDeadline(s.life, rec.ExpiresAt)
+	runCtx, cancelCause := context.WithCancelCause(runCtx)
+	x := &extTask{
+		settled: make(chan callEnd, 1), promote: make(chan struct{}, 1),
+		notify: req.Notify, pending: map[string]*pendingInput{}, changed: make(chan struct{}),
+	}
+	lt := &liveTask{cancel: cancelCause, done: make(chan struct{}), ext: x}
+
+	bgReq := *req
+	bgReq.Params = append(json.RawMessage(nil), params...) // req's may be reused once Handle returns
+	bgReq.members = paramsMembers{}
+	bgReq.Cancel = nil // the call may outlive the request
+	bgReq.Notify = x.sink
+	bgReq.Input = func(ictx context.Context, method string, p json.RawMessage) (json.RawMessage, error) {
+		return x.park(ictx, method, p)
+	}
+	// promote makes the call a task: durably recorded before the client
+	// learns its id, so that a tasks/get right after the answer finds it
+	// (x.mu held).
+	promote := func() error {
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer scancel()
+		if err := s.opts.Tasks.PutTask(sctx, rec); err != nil {
+			s.logger.Error("storing a task failed", "server", ref.Server, "err", err)
+			return jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway could not record the task; try again")
+		}
+		x.promoted = true
+		x.notify = nil
+		s.tasks.mu.Lock()
+		s.tasks.live[rec.ID] = lt
+		s.tasks.mu.Unlock()
+		return nil
+	}
+	if cfg.PromoteAfter == 0 {
+		// Every such call is a task, before it starts.
+		x.mu.Lock()
+		err := promote()
+		x.mu.Unlock()
+		if err != nil {
+			s.tasks.mu.Lock()
+			if s.tasks.hosted[o]--; s.tasks.hosted[o] <= 0 {
+				delete(s.tasks.hosted, o)
+			}
+			s.tasks.mu.Unlock()
+			s.tasks.bg.Done()
+			cancel()
+			return nil, err, true
+		}
+	}
+	go func() {
+		defer s.tasks.bg.Done()
+		defer cancel()
+		defer close(lt.done)
+		body, err := s.runExtCall(runCtx, &bgReq, ref.Server, x)
+		s.tasks.mu.Lock()
+		if s.tasks.hosted[o]--; s.tasks.hosted[o] <= 0 {
+			delete(s.tasks.hosted, o)
+		}
+		s.tasks.mu.Unlock()
+		x.mu.Lock()
+		if !x.promoted {
+			x.over = true
+			x.mu.Unlock()
+			x.settled <- callEnd{body, err}
+			return
+		}
+		x.mu.Unlock()
+		s.settleHosted(runCtx, &bgReq, rec, body, err, true)
+	}()
+
+	if cfg.PromoteAfter == 0 {
+		return &Result{Type: ResultTask, Body: extTaskJSON(rec, nil)}, nil, true
+	}
+	timer := time.NewTimer(time.Duration(cfg.PromoteAfter))
+	defer timer.Stop()
+	select {
+	case end := <-x.settled:
+		res, err := s.extAnswer(req, ref.Server, end)
+		return res, err, true
+	case <-timer.C:
+	case <-x.promote:
+	case <-ctx.Done():
+		cancelCause(context.Cause(ctx))
+		return nil, ctx.Err(), true
+	}
+	x.mu.Lock()
+	if x.over {
+		x.mu.Unlock()
+		res, err := s.extAnswer(req, ref.Server, <-x.settled)
+		return res, err, true
+	}
+	if err := promote(); err != nil {
+		x.mu.Unlock()
+		cancelCause(errors.New("the gateway could not record the task"))
+		return nil, err, true
+	}
+	x.mu.Unlock()
+	return &Result{Type: ResultTask, Body: extTaskJSON(rec, nil)}, nil, true
+}
+
+// extAnswer is the tools/call answer of a call that ended before it became
+// a task.
+func (s *Server) extAnswer(req *Request, server string, end callEnd) (*Result, error) {
+	if end.err != nil {
+		return nil, end.err
+	}
+	if res, ok := s.inputRequired(req, server, "tools/call", end.body); ok {
+		return res, nil
+	}
+	return complete(s.exposeResult(s.cat.Load(), req, server, end.body, "content", false)), nil
+}
+
+// runExtCall makes the call of a hosted task of the extension. A
+// 2026-07-28 server's input_required ends it while the client still waits
+// for its tools/call (the client answers it as any); once the call is a
+// task, the core drives the rounds, asking through the task's input
+// requests.
+func (s *Server) runExtCall(ctx context.Context, req *Request, server string, x *extTask) (json.RawMessage, error) {
+	params, err := s.openRequestState(req, server, "tools/call", req.Params)
+	if err != nil {
+		return nil, err
+	}
+	meta, _ := req.member(params, "_meta")
+	params, forget, err := s.relay.withProgress(params, meta, req.Notify, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer forget()
+	who := upstream.Caller{Principal: req.Principal, Session: req.Session}
+	ttl := time.Duration(s.opts.TaskConfig.DefaultTTL)
+	body, err := s.forwardAs(ctx, req, server, who, "tools/call", params, ttl, 0)
+	if err != nil || !isInputRequired(body) {
+		return body, err
+	}
+	x.mu.Lock()
+	promoted := x.promoted
+	if !promoted {
+		x.over = true // decided here: the client gets it as it is
+	}
+	x.mu.Unlock()
+	if !promoted {
+		return body, nil
+	}
+	return s.driveInput(ctx, req, server, "tools/call", who, params, body, 0)
+}
+
+// park holds a server's input request as the task's until tasks/update
+// answers it or ctx ends; one that comes before the call became a task
+// makes it one.
+func (x *extTask) park(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	p := &pendingInput{
+		request: mustJSON(map[string]json.RawMessage{"method": mustJSON(method), "params": params}),
+		answer:  make(chan json.RawMessage, 1),
+	}
+	x.mu.Lock()
+	if x.over {
+		x.mu.Unlock()
+		return nil, ErrCallOver
+	}
+	x.next++
+	key := "input-" + strconv.Itoa(x.next)
+	x.pending[key] = p
+	x.changedLocked()
+	promoted := x.promoted
+	x.mu.Unlock()
+	if !promoted {
+		select {
+		case x.promote <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case a := <-p.answer:
+		return a, nil
+	case <-ctx.Done():
+		x.mu.Lock()
+		if x.pending[key] == p {
+			delete(x.pending, key)
+			x.changedLocked()
+		}
+		x.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// answer delivers the answers whose keys are pending, and ignores the
+// rest (the extension: unknown or answered keys are ignored).
+func (x *extTask) answer(responses map[string]json.RawMessage) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for key, a := range responses {
+		p := x.pending[key]
+		if p == nil {
+			continue
+		}
+		delete(x.pending, key)
+		p.answer <- a
+	}
+	x.changedLocked()
+}
+
+// inputRequests returns the pending input requests as an inputRequests
+// object, or nil when there are none.
+func (x *extTask) inputRequests() json.RawMessage {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.pending) == 0 {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(x.pending))
+	for k, p := range x.pending {
+		out[k] = p.request
+	}
+	return mustJSON(out)
+}
+
+// settleHosted records how a hosted task's call ended: its result, or its
+// JSON-RPC error, or why it did not finish. In the extension (modern) a
+// result with isError is completed; in 2025-11-25 it is failed. A task
+// the client cancelled stays cancelled.
+func (s *Server) settleHosted(runCtx context.Context, req *Request, rec store.Task, body json.RawMessage, err error, modern bool) store.Task {
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	cur, gerr := s.opts.Tasks.GetTask(sctx, rec.ID)
+	if gerr != nil {
+		cur = rec
+	}
+	if cur.Status == taskCancelled {
+		s.taskEnded(cur)
+		return cur
+	}
+	var jerr *jsonrpc.Error
+	switch {
+	case err == nil:
+		cur.Result = s.exposeResult(s.cat.Load(), req, rec.Server, body, "content", false)
+		cur.Status, cur.StatusMessage = taskCompleted, ""
+		if isErr, _, _ := rawjson.Get(body, "isError"); string(isErr) == "true" && !modern {
+			cur.Status = taskFailed
+		}
+	case errors.As(err, &jerr):
+		cur.Error, cur.Status = mustJSON(jerr), taskFailed
+		cur.StatusMessage = jerr.Message
+	default:
+		cur.Status, cur.StatusMessage = taskFailed, err.Error()
+		switch {
+		case s.life.Err() != nil:
+			cur.StatusMessage = "the gateway shut down while the task ran"
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(context.Cause(runCtx), context.DeadlineExceeded):
+			cur.StatusMessage = "the task's ttl passed before the call finished"
+		}
+		cur.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", cur.StatusMessage))
+	}
+	cur.UpdatedAt = time.Now()
+	s.saveTask(cur)
+	return cur
+}
+
+// extTaskJSON is a record as the extension's task object: the flat Task,
+// and the DetailedTask members of its status (inputs: the pending input
+// requests of a running task, or nil).
+func extTaskJSON(rec store.Task, inputs json.RawMessage) json.RawMessage {
+	status := rec.Status
+	if inputs != nil && !terminal(status) {
+		status = taskInputRequired
+	} else if status == taskInputRequired {
+		// Its requests are gone (answered, or timed out): it works.
+		status = taskWorking
+	}
+	t := map[string]any{
+		"taskId":        rec.ID,
+		"status":        status,
+		"createdAt":     rec.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt": rec.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		"ttlMs":         nil,
+	}
+	if rec.TTL != nil {
+		t["ttlMs"] = rec.TTL.Milliseconds()
+	}
+	if rec.PollInterval > 0 {
+		t["pollIntervalMs"] = max(rec.PollInterval.Milliseconds(), 1)
+	}
+	if rec.StatusMessage != "" {
+		t["statusMessage"] = rec.StatusMessage
+	}
+	switch {
+	case status == taskInputRequired:
+		t["inputRequests"] = inputs
+	case status == taskCompleted && rec.Result != nil:
+		// The task id is the answer's own; related-task _meta would say
+		// it twice.
+		t["result"] = withRelatedTask(rec.Result, "")
+	case status == taskFailed:
+		e := rec.Error
+		if e == nil {
+			e = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
+		}
+		t["error"] = e
+	}
+	return mustJSON(t)
+}
+
+// extLookup returns the record of the task a modern request names, after
+// the checks every tasks/* request of the extension gets.
+func (s *Server) extLookup(ctx context.Context, req *Request) (store.Task, error) {
+	if !declaresTasks(req.Client.Capabilities) {
+		return store.Task{}, errNeedsTasks(req.Method)
+	}
+	return s.lookupTask(ctx, req)
+}
+
+// live returns the in-process state of a hosted task of the extension,
+// or nil.
+func (s *Server) extLive(id string) *extTask {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	if lt := s.tasks.live[id]; lt != nil {
+		return lt.ext
+	}
+	return nil
+}
+
+// extTasksGet serves tasks/get of the extension.
+func (s *Server) extTasksGet(ctx context.Context, req *Request) (*Result, error) {
+	rec, err := s.extLookup(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var inputs json.RawMessage
+	if x := s.extLive(rec.ID); x != nil {
+		inputs = x.inputRequests()
+	}
+	return complete(extTaskJSON(rec, inputs)), nil
+}
+
+// extTasksUpdate serves tasks/update: the answers to a task's pending
+// input requests.
+func (s *Server) extTasksUpdate(ctx context.Context, req *Request) (*Result, error) {
+	if !modernClient(req) {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method \"tasks/update\" exists only in the %s extension of protocol version 2026-07-28", ExtTasks)
+	}
+	if !declaresTasks(req.Client.Capabilities) {
+		return nil, errNeedsTasks(req.Method)
+	}
+	responses, err := inputResponses(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.extLookup(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if x := s.extLive(rec.ID); x != nil {
+		x.answer(responses)
+	}
+	return complete(json.RawMessage(`{}`)), nil
+}
+
+// inputResponses reads tasks/update's params.inputResponses: an object of
+// objects (the results of the input requests, by key).
+func inputResponses(params json.RawMessage) (map[string]json.RawMessage, error) {
+	raw, ok, err := rawjson.Get(params, "inputResponses")
+	if err != nil || !ok {
+		return nil, invalidParams("tasks/update needs params.inputResponses, an object of the answers by their inputRequests key")
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, invalidParams("params.inputResponses must be an object of the answers by their inputRequests key")
+	}
+	out := map[string]json.RawMessage{}
+	var bad error
+	rawjson.Members(raw, func(key, val []byte) bool {
+		k, err := rawjson.Unquote(key)
+		if err != nil {
+			bad = invalidParams("params.inputResponses has a key that is not a valid string")
+			return false
+		}
+		if len(val) == 0 || val[0] != '{' {
+			bad = invalidParams("params.inputResponses[%q] must be an object: the result of the input request of that key", shorten(k))
+			return false
+		}
+		out[k] = append(json.RawMessage(nil), val...)
+		return true
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	return out, nil
+}
+
+// extTasksCancel serves tasks/cancel of the extension: an empty ack,
+// whatever the task's status.
+func (s *Server) extTasksCancel(ctx context.Context, req *Request) (*Result, error) {
+	rec, err := s.extLookup(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if !terminal(rec.Status) && rec.Hosted {
+		s.tasks.mu.Lock()
+		lt := s.tasks.live[rec.ID]
+		s.tasks.mu.Unlock()
+		rec.Status, rec.StatusMessage, rec.UpdatedAt = taskCancelled, "cancelled by the client", time.Now()
+		s.saveTask(rec)
+		if lt != nil && lt.cancel != nil {
+			lt.cancel(errors.New("task cancelled by the client"))
+		}
+	}
+	return complete(json.RawMessage(`{}`)), nil
+}

@@ -1,0 +1,494 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/upstream"
+	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
+)
+
+// extFake is a server with no task support of its own, whose calls the
+// gateway hosts as tasks of the 2026-07-28 extension.
+type extFake struct {
+	release chan struct{} // closed: "wait" returns
+	mu      sync.Mutex
+	seen    []string // each call's arguments.value, in order
+	cancels int      // calls of "wait" that ended by cancellation
+}
+
+func newExtFake() *extFake { return &extFake{release: make(chan struct{})} }
+
+func (f *extFake) server(name string) *upstreamtest.Server {
+	return &upstreamtest.Server{Name: name, Capabilities: json.RawMessage(`{"tools":{}}`), Transport: "http",
+		Tools: raws(
+			`{"name":"echo","inputSchema":{"type":"object"}}`,
+			`{"name":"wait","inputSchema":{"type":"object"}}`,
+			`{"name":"oops","inputSchema":{"type":"object"}}`,
+			`{"name":"broken","inputSchema":{"type":"object"}}`,
+			`{"name":"ask","inputSchema":{"type":"object"}}`,
+			`{"name":"mrtr","inputSchema":{"type":"object"}}`,
+		),
+		Handle: f.handle}
+}
+
+func (f *extFake) handle(ctx context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+	if method != "tools/call" {
+		return json.RawMessage(`{}`), nil
+	}
+	name, _ := rawjson.String(params, "name")
+	args, _, _ := rawjson.Get(params, "arguments")
+	value, _ := rawjson.String(args, "value")
+	f.mu.Lock()
+	f.seen = append(f.seen, value)
+	f.mu.Unlock()
+	text := func(s string) json.RawMessage {
+		return mustJSON(map[string]any{"content": []map[string]string{{"type": "text", "text": s}}})
+	}
+	switch name {
+	case "echo":
+		return text("echo:" + value), nil
+	case "wait":
+		select {
+		case <-f.release:
+			return text("waited:" + value), nil
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.cancels++
+			f.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	case "oops":
+		return json.RawMessage(`{"content":[{"type":"text","text":"it went wrong"}],"isError":true}`), nil
+	case "broken":
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "boom")
+	case "ask":
+		m := &jsonrpc.Message{Method: "elicitation/create", Params: json.RawMessage(`{"mode":"form","message":"name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}`)}
+		res, err := hooks.Request(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		return text("answer:" + string(res)), nil
+	case "mrtr":
+		if resp, ok, _ := rawjson.Get(params, "inputResponses"); ok {
+			st, _ := rawjson.String(params, "requestState")
+			return text("mrtr:" + st + ":" + string(resp)), nil
+		}
+		return json.RawMessage(`{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"mode":"form","message":"who?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}}},"requestState":"round-1"}`), nil
+	}
+	return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "no tool %q", name)
+}
+
+const extCaps = `{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+
+// modernReq is a 2026-07-28 request of principal with capabilities caps.
+func modernReq(principal, caps, method, params string) *Request {
+	return &Request{Method: method, Principal: principal, Params: json.RawMessage(params),
+		Client: Client{ProtocolVersion: "2026-07-28", Capabilities: json.RawMessage(caps)}}
+}
+
+// extCall runs a modern request and returns its result.
+func extCall(t *testing.T, s *Server, req *Request) *Result {
+	t.Helper()
+	res, err := s.Handle(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: %v", req.Method, err)
+	}
+	return res
+}
+
+// extDone returns a channel closed once the hosted task id has stopped
+// running and its end is recorded; nil if it already has.
+func extDone(s *Server, id string) <-chan struct{} {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	if lt := s.tasks.live[id]; lt != nil {
+		return lt.done
+	}
+	return nil
+}
+
+// extSettled waits for done, from extDone.
+func extSettled(t *testing.T, done <-chan struct{}) {
+	t.Helper()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task still runs")
+	}
+}
+
+// extPending waits until the hosted task id has n input requests pending.
+func extPending(t *testing.T, s *Server, id string, n int) {
+	t.Helper()
+	s.tasks.mu.Lock()
+	lt := s.tasks.live[id]
+	s.tasks.mu.Unlock()
+	if lt == nil || lt.ext == nil {
+		t.Fatalf("task %s is not a live hosted task", id)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		lt.ext.mu.Lock()
+		got, changed := len(lt.ext.pending), lt.ext.changed
+		lt.ext.mu.Unlock()
+		if got == n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("task %s has %d input requests pending, want %d", id, got, n)
+		}
+	}
+}
+
+func extGet(t *testing.T, s *Server, principal, id string) map[string]json.RawMessage {
+	t.Helper()
+	res := extCall(t, s, modernReq(principal, extCaps, "tasks/get", `{"taskId":"`+id+`"}`))
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(res.Body, &got); err != nil {
+		t.Fatalf("tasks/get = %s: %v", res.Body, err)
+	}
+	return got
+}
+
+func str(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// TestTaskExt_Hosted: a 2026-07-28 client that declared the tasks
+// extension gets a task for a call still running after promote_after, and
+// tasks/get inlines its end: a result (isError too) as completed, a
+// JSON-RPC error as failed.
+func TestTaskExt_Hosted(t *testing.T) {
+	f := newExtFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{
+		TaskConfig: config.Tasks{Host: new(true), PollInterval: config.Duration(250 * time.Millisecond)}})
+	for _, tc := range []struct {
+		name, tool, status string
+		check              func(t *testing.T, got map[string]json.RawMessage)
+	}{
+		{"result", "echo", "completed", func(t *testing.T, got map[string]json.RawMessage) {
+			if !strings.Contains(string(got["result"]), "echo:v") || strings.Contains(string(got["result"]), "related-task") {
+				t.Errorf("result = %s, want the call's, without related-task _meta", got["result"])
+			}
+			if _, ok := got["error"]; ok {
+				t.Errorf("a completed task carries error: %v", got)
+			}
+		}},
+		{"isError", "oops", "completed", func(t *testing.T, got map[string]json.RawMessage) {
+			if !strings.Contains(string(got["result"]), `"isError":true`) {
+				t.Errorf("result = %s, want the isError result", got["result"])
+			}
+		}},
+		{"error", "broken", "failed", func(t *testing.T, got map[string]json.RawMessage) {
+			var e jsonrpc.Error
+			if err := json.Unmarshal(got["error"], &e); err != nil || e.Code != jsonrpc.CodeInternalError || e.Message != "boom" {
+				t.Errorf("error = %s, want the server's -32603", got["error"])
+			}
+			if _, ok := got["result"]; ok {
+				t.Errorf("a failed task carries result: %v", got)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.opts.TaskConfig.PromoteAfter = 0
+			res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__`+tc.tool+`","arguments":{"value":"v"}}`))
+			var created map[string]json.RawMessage
+			if err := json.Unmarshal(res.Body, &created); err != nil {
+				t.Fatal(err)
+			}
+			id := str(created["taskId"])
+			done := extDone(s, id)
+			if res.Type != ResultTask || id == "" || str(created["status"]) != "working" {
+				t.Fatalf("tools/call = %s %s, want a working task", res.Type, res.Body)
+			}
+			for _, k := range []string{"createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"} {
+				if _, ok := created[k]; !ok {
+					t.Errorf("CreateTaskResult has no %s: %s", k, res.Body)
+				}
+			}
+			for _, k := range []string{"task", "ttl", "pollInterval", "result", "error", "inputRequests"} {
+				if _, ok := created[k]; ok {
+					t.Errorf("CreateTaskResult has %s: %s", k, res.Body)
+				}
+			}
+			if string(created["pollIntervalMs"]) != "250" || string(created["ttlMs"]) != "3600000" {
+				t.Errorf("ttlMs, pollIntervalMs = %s, %s; want 3600000, 250", created["ttlMs"], created["pollIntervalMs"])
+			}
+			extSettled(t, done)
+			got := extGet(t, s, "alice", id)
+			if str(got["taskId"]) != id || str(got["status"]) != tc.status {
+				t.Fatalf("tasks/get = %v, want %s", got, tc.status)
+			}
+			tc.check(t, got)
+		})
+	}
+
+	t.Run("fast call is answered", func(t *testing.T) {
+		s.opts.TaskConfig.PromoteAfter = config.Duration(time.Hour)
+		res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__echo","arguments":{"value":"quick"}}`))
+		if res.Type != ResultComplete || !strings.Contains(string(res.Body), "echo:quick") {
+			t.Errorf("tools/call = %s %s, want the plain result", res.Type, res.Body)
+		}
+	})
+	t.Run("no extension declared", func(t *testing.T) {
+		s.opts.TaskConfig.PromoteAfter = 0
+		res := extCall(t, s, modernReq("alice", `{}`, "tools/call", `{"name":"mcp__s__echo","arguments":{"value":"sync"}}`))
+		if res.Type != ResultComplete || !strings.Contains(string(res.Body), "echo:sync") {
+			t.Errorf("tools/call = %s %s, want the plain result", res.Type, res.Body)
+		}
+	})
+	t.Run("server does not host", func(t *testing.T) {
+		s.opts.TaskConfig.PromoteAfter = 0
+		s.opts.TaskConfig.Host = new(false)
+		defer func() { s.opts.TaskConfig.Host = new(true) }()
+		res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__echo","arguments":{"value":"own"}}`))
+		if res.Type != ResultComplete {
+			t.Errorf("tools/call = %s %s, want the plain result", res.Type, res.Body)
+		}
+	})
+}
+
+// TestTaskExt_Refusals: a task id works only for its principal and its
+// era; the methods need the extension declared; tasks/result and
+// tasks/list are not in the extension; tasks/update's input is checked.
+func TestTaskExt_Refusals(t *testing.T) {
+	f := newExtFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{})
+	s.opts.TaskConfig.PromoteAfter = 0
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__echo","arguments":{"value":"v"}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	extSettled(t, extDone(s, id))
+	anon := extCall(t, s, modernReq(Anonymous, extCaps, "tools/call", `{"name":"mcp__s__echo","arguments":{"value":"v"}}`))
+	anonID, _ := rawjson.String(anon.Body, "taskId")
+	extSettled(t, extDone(s, anonID))
+
+	for _, tc := range []struct {
+		name string
+		req  *Request
+		code int
+		msg  string
+	}{
+		{"another principal", modernReq("bob", extCaps, "tasks/get", `{"taskId":"`+id+`"}`), jsonrpc.CodeInvalidParams, "unknown task"},
+		{"another principal cancels", modernReq("bob", extCaps, "tasks/cancel", `{"taskId":"`+id+`"}`), jsonrpc.CodeInvalidParams, "unknown task"},
+		{"another principal updates", modernReq("bob", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{}}`), jsonrpc.CodeInvalidParams, "unknown task"},
+		{"anonymous reads a named principal's", modernReq(Anonymous, extCaps, "tasks/get", `{"taskId":"`+id+`"}`), jsonrpc.CodeInvalidParams, "unknown task"},
+		{"named principal reads anonymous's", modernReq("alice", extCaps, "tasks/get", `{"taskId":"`+anonID+`"}`), jsonrpc.CodeInvalidParams, "unknown task"},
+		{"a 2025 session presents it", &Request{Method: "tasks/get", Principal: "alice", Session: "S", Params: json.RawMessage(`{"taskId":"` + id + `"}`)}, jsonrpc.CodeInvalidParams, "unknown task"},
+		{"forged", modernReq("alice", extCaps, "tasks/get", `{"taskId":"tasks-conformance-nonexistent-12345"}`), jsonrpc.CodeInvalidParams, "unknown task"},
+		{"no taskId", modernReq("alice", extCaps, "tasks/get", `{}`), jsonrpc.CodeInvalidParams, "params.taskId"},
+		{"get without the extension", modernReq("alice", `{}`, "tasks/get", `{"taskId":"`+id+`"}`), codeMissingCapability, "io.modelcontextprotocol/tasks"},
+		{"update without the extension", modernReq("alice", `{}`, "tasks/update", `{"taskId":"`+id+`","inputResponses":{}}`), codeMissingCapability, "io.modelcontextprotocol/tasks"},
+		{"cancel without the extension", modernReq("alice", `{}`, "tasks/cancel", `{"taskId":"`+id+`"}`), codeMissingCapability, "io.modelcontextprotocol/tasks"},
+		{"tasks/result", modernReq("alice", extCaps, "tasks/result", `{"taskId":"`+id+`"}`), jsonrpc.CodeMethodNotFound, "tasks/get inlines"},
+		{"tasks/list", modernReq("alice", extCaps, "tasks/list", `{}`), jsonrpc.CodeMethodNotFound, "tasks/list"},
+		{"update without inputResponses", modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`"}`), jsonrpc.CodeInvalidParams, "params.inputResponses"},
+		{"update with an array", modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":[]}`), jsonrpc.CodeInvalidParams, "params.inputResponses must be an object"},
+		{"update with a null", modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":null}`), jsonrpc.CodeInvalidParams, "params.inputResponses must be an object"},
+		{"update with a number answer", modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{"k":12345}}`), jsonrpc.CodeInvalidParams, `inputResponses["k"] must be an object`},
+		{"tasks/update in 2025", &Request{Method: "tasks/update", Principal: "alice", Session: "S", Params: json.RawMessage(`{"taskId":"x"}`)}, jsonrpc.CodeMethodNotFound, "tasks/update"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Handle(context.Background(), tc.req)
+			jerr := assertCode(t, err, tc.code, tc.msg)
+			if strings.Contains(jerr.Message, "12345") {
+				t.Errorf("the error repeats the client's input: %q", jerr.Message)
+			}
+			if tc.code == codeMissingCapability && !strings.Contains(string(jerr.Data), `"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`) {
+				t.Errorf("-32021 data = %s, want requiredCapabilities", jerr.Data)
+			}
+		})
+	}
+	// The owners see their own.
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "completed" {
+		t.Errorf("alice's task = %v", got)
+	}
+	if got := extGet(t, s, Anonymous, anonID); str(got["status"]) != "completed" {
+		t.Errorf("the anonymous principal's task = %v", got)
+	}
+}
+
+// TestTaskExt_Input: a server's request during a hosted call makes the
+// call a task at once, input_required with the request in inputRequests;
+// tasks/update answers it, partly or wholly; unknown keys are ignored.
+func TestTaskExt_Input(t *testing.T) {
+	f := newExtFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{})
+	s.opts.TaskConfig.PromoteAfter = config.Duration(time.Hour)
+
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__ask","arguments":{}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	done := extDone(s, id)
+	if res.Type != ResultTask {
+		t.Fatalf("tools/call = %s %s, want a task as soon as the server asked", res.Type, res.Body)
+	}
+	got := extGet(t, s, "alice", id)
+	if str(got["status"]) != "input_required" {
+		t.Fatalf("tasks/get = %v, want input_required", got)
+	}
+	var reqs map[string]struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(got["inputRequests"], &reqs); err != nil || len(reqs) != 1 {
+		t.Fatalf("inputRequests = %s", got["inputRequests"])
+	}
+	var key string
+	for k, r := range reqs {
+		key = k
+		if r.Method != "elicitation/create" || !strings.Contains(string(r.Params), `"message":"name?"`) {
+			t.Errorf("inputRequests[%q] = %+v", k, r)
+		}
+	}
+	// An unknown key is ignored; the answer resumes the call.
+	ack := extCall(t, s, modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{"nope":{"action":"decline"}}}`))
+	if string(ack.Body) != `{}` || ack.Type != ResultComplete {
+		t.Errorf("tasks/update = %s %s, want an empty ack", ack.Type, ack.Body)
+	}
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "input_required" {
+		t.Errorf("after an unknown key: %v", got)
+	}
+	extCall(t, s, modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{"`+key+`":{"action":"accept","content":{"name":"Ada"}}}}`))
+	extSettled(t, done)
+	got = extGet(t, s, "alice", id)
+	if str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), `Ada`) {
+		t.Errorf("tasks/get = %v, want the answer in the result", got)
+	}
+	if _, ok := got["inputRequests"]; ok {
+		t.Errorf("a finished task lists input requests: %v", got)
+	}
+
+	// Without elicitation declared, the gateway answers for the client:
+	// the task never waits.
+	res = extCall(t, s, modernReq("alice", `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`, "tools/call", `{"name":"mcp__s__ask","arguments":{}}`))
+	if res.Type != ResultComplete || !strings.Contains(string(res.Body), `cancel`) {
+		t.Errorf("tools/call without elicitation = %s %s, want the gateway's cancel", res.Type, res.Body)
+	}
+}
+
+// TestTaskExt_ModernUpstreamInput: a 2026-07-28 server's input_required
+// before the call became a task reaches the client as it is (its state
+// sealed); after, it becomes the task's inputRequests, and the answer
+// reaches the server with its own state.
+func TestTaskExt_ModernUpstreamInput(t *testing.T) {
+	f := newExtFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{})
+
+	s.opts.TaskConfig.PromoteAfter = config.Duration(time.Hour)
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__mrtr","arguments":{}}`))
+	if res.Type != ResultInputRequired || strings.Contains(string(res.Body), "round-1") || strings.Contains(string(res.Body), "taskId") {
+		t.Fatalf("tools/call = %s %s, want input_required with the state sealed", res.Type, res.Body)
+	}
+
+	s.opts.TaskConfig.PromoteAfter = 0
+	res = extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__mrtr","arguments":{}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	done := extDone(s, id)
+	if res.Type != ResultTask {
+		t.Fatalf("tools/call = %s %s, want a task", res.Type, res.Body)
+	}
+	extPending(t, s, id, 1)
+	got := extGet(t, s, "alice", id)
+	var reqs map[string]json.RawMessage
+	if err := json.Unmarshal(got["inputRequests"], &reqs); err != nil || len(reqs) != 1 || str(got["status"]) != "input_required" {
+		t.Fatalf("tasks/get = %v", got)
+	}
+	for k := range reqs {
+		extCall(t, s, modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{"`+k+`":{"action":"accept","content":{"name":"Alice"}}}}`))
+	}
+	extSettled(t, done)
+	got = extGet(t, s, "alice", id)
+	if str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), `mrtr:round-1:{\"q\":{\"action\":\"accept\",\"content\":{\"name\":\"Alice\"}}}`) {
+		t.Errorf("tasks/get = %v, want the server's own key and state", got)
+	}
+}
+
+// TestTaskExt_Cancel: tasks/cancel ends the call upstream and answers an
+// empty ack, on a running task and a finished one alike.
+func TestTaskExt_Cancel(t *testing.T) {
+	f := newExtFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{TaskConfig: config.Tasks{MaxHostedPerPrincipal: 1}})
+	s.opts.TaskConfig.PromoteAfter = 0
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__wait","arguments":{"value":"long"}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	done := extDone(s, id)
+	if res.Type != ResultTask {
+		t.Fatalf("tools/call = %s %s", res.Type, res.Body)
+	}
+	// At the cap, the next call runs without a task.
+	capped := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__echo","arguments":{"value":"capped"}}`))
+	if capped.Type != ResultComplete || !strings.Contains(string(capped.Body), "echo:capped") {
+		t.Errorf("a call over the cap = %s %s, want its plain result", capped.Type, capped.Body)
+	}
+	for range 2 {
+		ack := extCall(t, s, modernReq("alice", extCaps, "tasks/cancel", `{"taskId":"`+id+`"}`))
+		if string(ack.Body) != `{}` {
+			t.Errorf("tasks/cancel = %s, want an empty ack", ack.Body)
+		}
+	}
+	extSettled(t, done)
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "cancelled" {
+		t.Errorf("tasks/get after cancel = %v", got)
+	}
+	close(f.release)
+}
+
+// TestTaskExt_CancelStopsCall: a cancelled task's call ends upstream.
+func TestTaskExt_CancelStopsCall(t *testing.T) {
+	f := newExtFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{})
+	s.opts.TaskConfig.PromoteAfter = 0
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__wait","arguments":{"value":"long"}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	done := extDone(s, id)
+	extCall(t, s, modernReq("alice", extCaps, "tasks/cancel", `{"taskId":"`+id+`"}`))
+	extSettled(t, done)
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "cancelled" {
+		t.Errorf("tasks/get = %v, want cancelled", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if diff := cmp.Diff(1, f.cancels); diff != "" {
+		t.Errorf("calls cancelled upstream (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzInputResponses: whatever a client sends as tasks/update's params,
+// inputResponses never panics, and what it admits is an object of
+// objects.
+func FuzzInputResponses(f *testing.F) {
+	f.Add(`{"taskId":"t","inputResponses":{"a":{"action":"accept","content":{"x":1}}}}`)
+	f.Add(`{"taskId":"t","inputResponses":{}}`)
+	f.Add(`{"taskId":"t","inputResponses":{"a":12345}}`)
+	f.Add(`{"taskId":"t","inputResponses":null}`)
+	f.Add(`{"inputResponses":{"\u00e9":{},"b":[]}}`)
+	f.Fuzz(func(t *testing.T, params string) {
+		got, err := inputResponses(json.RawMessage(params))
+		if err != nil {
+			assertCode(t, err, jsonrpc.CodeInvalidParams, "inputResponses")
+			return
+		}
+		for k, v := range got {
+			var obj map[string]json.RawMessage
+			if json.Valid([]byte(params)) && json.Unmarshal(v, &obj) != nil {
+				t.Fatalf("admitted inputResponses[%q] = %s, not an object", k, v)
+			}
+		}
+	})
+}

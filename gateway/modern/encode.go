@@ -80,9 +80,12 @@ func (h *Handler) metaEdit(obj json.RawMessage) rawjson.Edit {
 // in both eras, what the gateway offers, and who it is.
 func (h *Handler) discover(req *request) *gateway.Result {
 	caps := h.core.InfoFor(req.principal).Capabilities
-	// The session era's tasks are not this era's (an extension the
-	// gateway does not offer in it yet).
+	// The session era's tasks are not this era's, which are an
+	// extension.
 	if c, err := rawjson.Delete(caps, "tasks"); err == nil {
+		caps = c
+	}
+	if c, err := withExtension(caps, gateway.ExtTasks); err == nil {
 		caps = c
 	}
 	body := map[string]any{
@@ -97,4 +100,21 @@ func (h *Handler) discover(req *request) *gateway.Result {
 		panic("modern: encoding discover: " + err.Error()) // our own object
 	}
 	return &gateway.Result{Type: gateway.ResultComplete, Body: res}
+}
+
+// withExtension returns capabilities caps with the extension id declared
+// (an empty object) in capabilities.extensions, keeping the others.
+func withExtension(caps json.RawMessage, id string) (json.RawMessage, error) {
+	ext, ok, err := rawjson.Get(caps, "extensions")
+	if err != nil {
+		return nil, err
+	}
+	if !ok || len(ext) == 0 || ext[0] != '{' {
+		ext = json.RawMessage(`{}`)
+	}
+	ext, err = rawjson.Set(ext, id, json.RawMessage(`{}`))
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Set(caps, "extensions", ext)
 }

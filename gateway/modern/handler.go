@@ -313,11 +313,12 @@ func (h *Handler) coreRequest(r *http.Request, req *request) *gateway.Request {
 
 // removed reports whether method is one the 2026-07-28 revision removed
 // or one this edge does not serve in it: the session era's lifecycle,
-// subscriptions and tasks, and the requests only a server sends.
+// subscriptions and the task methods the tasks extension dropped, and the
+// requests only a server sends.
 func removed(method string) bool {
 	switch method {
 	case "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
-		"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update",
+		"tasks/result", "tasks/list",
 		"sampling/createMessage", "elicitation/create", "roots/list":
 		return true
 	}
@@ -337,8 +338,8 @@ func removedError(method string) *jsonrpc.Error {
 		hint = fmt.Sprintf(": set %q in each request's params._meta", front.MetaLogLevel)
 	case "resources/subscribe", "resources/unsubscribe":
 		hint = ": use subscriptions/listen with notifications.resourceSubscriptions"
-	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
-		hint = ": the tasks extension is not offered in this era"
+	case "tasks/result", "tasks/list":
+		hint = fmt.Sprintf(": the %s extension has neither tasks/result nor tasks/list; tasks/get inlines a finished task's result", gateway.ExtTasks)
 	}
 	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
 		fmt.Sprintf("method %q does not exist in protocol version %s%s", method, Version, hint), nil)
@@ -348,7 +349,8 @@ func removedError(method string) *jsonrpc.Error {
 func relayed(method string) bool {
 	switch method {
 	case "tools/list", "tools/call", "prompts/list", "prompts/get",
-		"resources/list", "resources/templates/list", "resources/read", "completion/complete":
+		"resources/list", "resources/templates/list", "resources/read", "completion/complete",
+		"tasks/get", "tasks/update", "tasks/cancel":
 		return true
 	}
 	return false
@@ -438,11 +440,13 @@ func (h *Handler) check(r *http.Request, m *jsonrpc.Message) (*request, int, *js
 		if jerr := h.checkParamHeaders(r, params); jerr != nil {
 			return nil, http.StatusBadRequest, jerr
 		}
-		// params.task asks for a task of the session era; this era's
-		// tasks are an extension the gateway does not offer in it.
+		// params.task asks for a task of the session era; in this era
+		// the server decides, and the tasks extension has servers ignore
+		// the param.
 		if _, ok, _ := rawjson.Get(params, "task"); ok {
-			return nil, http.StatusOK, jsonrpc.Errorf(jsonrpc.CodeInvalidParams,
-				"params.task asks for a 2025-11-25 task, which protocol version %s does not have; call the tool without it", Version)
+			if params, err = rawjson.Delete(params, "task"); err != nil {
+				return bad("params are not a valid object: %v", err)
+			}
 		}
 	}
 	params, err = front.StripReserved(params)
@@ -465,6 +469,10 @@ func nameMember(method string) string {
 		return "name"
 	case "resources/read":
 		return "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		// The tasks extension: intermediaries route a task's requests
+		// to the instance that holds it.
+		return "taskId"
 	}
 	return ""
 }

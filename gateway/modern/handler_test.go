@@ -119,6 +119,9 @@ func newEnvWith(t testing.TB, coreOpts gateway.Options, opts Options, more ...*u
 
 const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
 
+// metaTasks is meta with the tasks extension declared.
+const metaTasks = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+
 // post sends body with the headers a modern client sends for method (and
 // name, when not ""), changed by edit.
 func (e *env) post(body, method, name string, edit func(http.Header)) *http.Response {
@@ -234,8 +237,20 @@ func TestServe_Refusals(t *testing.T) {
 			status: 404, code: -32601},
 		{name: "unknown method", body: `{"jsonrpc":"2.0","id":14,"method":"nope/nope","params":{` + meta + `}}`, method: "nope/nope",
 			status: 404, code: -32601, inMsg: "not offered"},
-		{name: "a 2025 task", body: `{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"mcp__a__echo","task":{"ttl":1000},` + meta + `}}`, method: "tools/call", mcpName: "mcp__a__echo",
-			status: 200, code: -32602, inMsg: "2025-11-25 task"},
+		{name: "removed tasks/result", body: `{"jsonrpc":"2.0","id":20,"method":"tasks/result","params":{"taskId":"t",` + metaTasks + `}}`, method: "tasks/result",
+			status: 404, code: -32601, inMsg: "tasks/get inlines"},
+		{name: "tasks/get without the extension", body: `{"jsonrpc":"2.0","id":21,"method":"tasks/get","params":{"taskId":"gate-test",` + meta + `}}`, method: "tasks/get", mcpName: "gate-test",
+			status: 400, code: -32021, inMsg: "io.modelcontextprotocol/tasks", wantData: `{"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`},
+		{name: "tasks/update without the extension", body: `{"jsonrpc":"2.0","id":22,"method":"tasks/update","params":{"taskId":"gate-test","inputResponses":{},` + meta + `}}`, method: "tasks/update", mcpName: "gate-test",
+			status: 400, code: -32021, inMsg: "io.modelcontextprotocol/tasks"},
+		{name: "tasks/cancel without the extension", body: `{"jsonrpc":"2.0","id":23,"method":"tasks/cancel","params":{"taskId":"gate-test",` + meta + `}}`, method: "tasks/cancel", mcpName: "gate-test",
+			status: 400, code: -32021, inMsg: "io.modelcontextprotocol/tasks"},
+		{name: "task name header missing", body: `{"jsonrpc":"2.0","id":24,"method":"tasks/get","params":{"taskId":"t1",` + metaTasks + `}}`, method: "tasks/get",
+			status: 400, code: -32020, inMsg: "params.taskId"},
+		{name: "task name header differs", body: `{"jsonrpc":"2.0","id":25,"method":"tasks/get","params":{"taskId":"t1",` + metaTasks + `}}`, method: "tasks/get", mcpName: "t2",
+			status: 400, code: -32020, inMsg: "params.taskId"},
+		{name: "unknown task", body: `{"jsonrpc":"2.0","id":26,"method":"tasks/get","params":{"taskId":"tasks-conformance-nonexistent-12345",` + metaTasks + `}}`, method: "tasks/get", mcpName: "tasks-conformance-nonexistent-12345",
+			status: 200, code: -32602, inMsg: "unknown task"},
 		{name: "listen without notifications", body: `{"jsonrpc":"2.0","id":18,"method":"subscriptions/listen","params":{` + meta + `}}`, method: "subscriptions/listen",
 			status: 200, code: -32602, inMsg: "params.notifications"},
 		{name: "listen with a malformed filter", body: `{"jsonrpc":"2.0","id":19,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":"file:///r.txt"},` + meta + `}}`, method: "subscriptions/listen",
@@ -317,6 +332,9 @@ func TestServe_Discover(t *testing.T) {
 			}
 			if caps["tasks"] != nil {
 				t.Errorf("capabilities offer the session era's tasks: %v", caps)
+			}
+			if ext, _ := caps["extensions"].(map[string]any); ext["io.modelcontextprotocol/tasks"] == nil {
+				t.Errorf("capabilities do not offer the tasks extension: %v", caps)
 			}
 			mt, _ := res["_meta"].(map[string]any)
 			if si, _ := mt["io.modelcontextprotocol/serverInfo"].(map[string]any); si["name"] == nil {
@@ -697,3 +715,57 @@ func TestServe_ShutdownCancels(t *testing.T) {
 		t.Errorf("a request after Close: %d, want 503", resp.StatusCode)
 	}
 }
+
+// TestServe_Tasks: a call of a client that declared the tasks extension
+// becomes a task (promote_after 0), served with resultType "task"; the
+// tasks/* methods answer with resultType "complete", routed by Mcp-Name;
+// the 2025 task param is ignored.
+func TestServe_Tasks(t *testing.T) {
+	e := newEnv(t, gateway.Options{}, Options{})
+	res := func(resp *http.Response) map[string]any {
+		t.Helper()
+		m := answer(t, resp)
+		r, ok := m["result"].(map[string]any)
+		if !ok {
+			t.Fatalf("answer %v, want a result", m)
+		}
+		return r
+	}
+	created := res(e.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp__a__echo","arguments":{},"task":{"ttl":1000},`+metaTasks+`}}`, "tools/call", "mcp__a__echo", nil))
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" || created["status"] != "working" || created["task"] != nil {
+		t.Fatalf("tools/call = %v, want a flat task", created)
+	}
+	var got map[string]any
+	for got == nil || got["status"] == "working" {
+		got = res(e.post(`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"`+id+`",`+metaTasks+`}}`, "tasks/get", id, nil))
+	}
+	if got["resultType"] != "complete" || got["status"] != "completed" || got["taskId"] != id {
+		t.Errorf("tasks/get = %v", got)
+	}
+	inlined, _ := got["result"].(map[string]any)
+	if content, _ := inlined["content"].([]any); len(content) != 1 {
+		t.Errorf("tasks/get result = %v, want the call's", got["result"])
+	}
+	for _, m := range []string{"tasks/update", "tasks/cancel"} {
+		ack := res(e.post(`{"jsonrpc":"2.0","id":3,"method":"`+m+`","params":{"taskId":"`+id+`","inputResponses":{},`+metaTasks+`}}`, m, id, nil))
+		if diff := cmp.Diff(map[string]any{"resultType": "complete"}, ack, cmpIgnoreMeta); diff != "" {
+			t.Errorf("%s ack (-want +got):\n%s", m, diff)
+		}
+	}
+	// Without the extension, the same call is answered as any.
+	plain := res(e.post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mcp__a__echo","arguments":{},"task":{"ttl":1000},`+meta+`}}`, "tools/call", "mcp__a__echo", nil))
+	if plain["resultType"] != "complete" || plain["content"] == nil {
+		t.Errorf("tools/call without the extension = %v", plain)
+	}
+	for range 2 {
+		if p := <-e.calls; strings.Contains(string(p), `"task"`) {
+			t.Errorf("the server got the 2025 task param: %s", p)
+		}
+	}
+}
+
+// cmpIgnoreMeta ignores a result's _meta (the gateway's serverInfo).
+var cmpIgnoreMeta = cmp.FilterPath(func(p cmp.Path) bool {
+	return p.Last().String() == `["_meta"]`
+}, cmp.Ignore())

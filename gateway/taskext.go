@@ -294,7 +294,94 @@ func (s *Server) runExtCall(ctx context.Context, req *Request, server string, x 
 	if !promoted {
 		return body, nil
 	}
-	return s.driveInput(ctx, req, server, "tools/call", who, params, body, 0)
+	return s.driveTaskInput(ctx, req, server, who, params, body)
+}
+
+// driveTaskInput answers a 2026-07-28 server's input_required results for
+// a hosted task: every input request of a round waits at once as the
+// task's (a client may answer them in any order, some now, some later),
+// then the server is called again with the answers and its state; at most
+// maxInputRounds rounds.
+func (s *Server) driveTaskInput(ctx context.Context, req *Request, server string, who upstream.Caller, params, body json.RawMessage) (json.RawMessage, error) {
+	asker := clientAsker{caps: req.Client.Capabilities, input: req.Input, noInput: "the task cannot ask its client"}
+	for round := 1; isInputRequired(body); round++ {
+		if round > maxInputRounds {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
+				fmt.Sprintf("server %q asked for input %d times in one tools/call; the gateway gave up the call", server, maxInputRounds),
+				errorData{Server: server})
+		}
+		requests, _, _ := rawjson.Get(body, "inputRequests")
+		var keys []string
+		var msgs []*jsonrpc.Message
+		var bad error
+		rawjson.Members(requests, func(key, val []byte) bool {
+			name, err := rawjson.Unquote(key)
+			if err != nil {
+				return true
+			}
+			m := &jsonrpc.Message{}
+			m.Method, _ = rawjson.String(val, "method")
+			m.Params, _, _ = rawjson.Get(val, "params")
+			switch m.Method {
+			case "elicitation/create", "sampling/createMessage", "roots/list":
+			default:
+				bad = jsonrpc.NewError(jsonrpc.CodeInternalError,
+					fmt.Sprintf("server %q asked for input of an unknown kind %q", server, m.Method), errorData{Server: server})
+				return false
+			}
+			if mode, _ := rawjson.String(m.Params, "mode"); m.Method == "elicitation/create" && mode == "url" && !s.userBound(server) {
+				bad = refusedURLElicitation(server)
+				return false
+			}
+			keys, msgs = append(keys, name), append(msgs, m)
+			return true
+		})
+		if bad != nil {
+			return nil, bad
+		}
+		actx, cancel := context.WithCancel(ctx)
+		answers := make([]json.RawMessage, len(msgs))
+		errs := make([]error, len(msgs))
+		var wg sync.WaitGroup
+		for i, m := range msgs {
+			wg.Go(func() {
+				answers[i], errs[i] = s.ask(actx, server, who, m, asker)
+				if errs[i] != nil {
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+		responses := make(map[string]json.RawMessage, len(keys))
+		for i, k := range keys {
+			responses[k] = answers[i]
+		}
+		next, err := rawjson.Set(params, "inputResponses", mustJSON(responses))
+		if err != nil {
+			return nil, err
+		}
+		if state, ok, _ := rawjson.Get(body, "requestState"); ok {
+			next, err = rawjson.Set(next, "requestState", state)
+		} else {
+			next, err = rawjson.Delete(next, "requestState")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if body, err = s.forwardAs(ctx, req, server, who, "tools/call", next, time.Duration(s.opts.TaskConfig.DefaultTTL), 0); err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
 }
 
 // park holds a server's input request as the task's until tasks/update

@@ -37,6 +37,7 @@ func (f *extFake) server(name string) *upstreamtest.Server {
 			`{"name":"broken","inputSchema":{"type":"object"}}`,
 			`{"name":"ask","inputSchema":{"type":"object"}}`,
 			`{"name":"mrtr","inputSchema":{"type":"object"}}`,
+			`{"name":"two","inputSchema":{"type":"object"}}`,
 		),
 		Handle: f.handle}
 }
@@ -78,6 +79,11 @@ func (f *extFake) handle(ctx context.Context, method string, params json.RawMess
 			return nil, err
 		}
 		return text("answer:" + string(res)), nil
+	case "two":
+		if resp, ok, _ := rawjson.Get(params, "inputResponses"); ok {
+			return text("two:" + string(resp)), nil
+		}
+		return json.RawMessage(`{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"mode":"form","message":"a?","requestedSchema":{"type":"object"}}},"b":{"method":"elicitation/create","params":{"mode":"form","message":"b?","requestedSchema":{"type":"object"}}}}}`), nil
 	case "mrtr":
 		if resp, ok, _ := rawjson.Get(params, "inputResponses"); ok {
 			st, _ := rawjson.String(params, "requestState")
@@ -416,6 +422,42 @@ func TestTaskExt_ModernUpstreamInput(t *testing.T) {
 	got = extGet(t, s, "alice", id)
 	if str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), `mrtr:round-1:{\"q\":{\"action\":\"accept\",\"content\":{\"name\":\"Alice\"}}}`) {
 		t.Errorf("tasks/get = %v, want the server's own key and state", got)
+	}
+}
+
+// TestTaskExt_ParallelInput: the input requests of one round of a
+// 2026-07-28 server wait at once; a partial tasks/update leaves the rest
+// pending, and the round ends when all are answered.
+func TestTaskExt_ParallelInput(t *testing.T) {
+	f := newExtFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{})
+	s.opts.TaskConfig.PromoteAfter = 0
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__two","arguments":{}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	done := extDone(s, id)
+	extPending(t, s, id, 2)
+	got := extGet(t, s, "alice", id)
+	var reqs map[string]struct {
+		Params struct{ Message string }
+	}
+	if err := json.Unmarshal(got["inputRequests"], &reqs); err != nil || len(reqs) != 2 {
+		t.Fatalf("inputRequests = %s, want both of the round", got["inputRequests"])
+	}
+	keyOf := map[string]string{}
+	for k, r := range reqs {
+		keyOf[r.Params.Message] = k
+	}
+	extCall(t, s, modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{"`+keyOf["b?"]+`":{"action":"accept","content":{"v":"B"}}}}`))
+	extPending(t, s, id, 1)
+	got = extGet(t, s, "alice", id)
+	if str(got["status"]) != "input_required" || !strings.Contains(string(got["inputRequests"]), `"a?"`) || strings.Contains(string(got["inputRequests"]), `"b?"`) {
+		t.Fatalf("after a partial update: %v", got)
+	}
+	extCall(t, s, modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{"`+keyOf["a?"]+`":{"action":"accept","content":{"v":"A"}}}}`))
+	extSettled(t, done)
+	got = extGet(t, s, "alice", id)
+	if str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), `\"a\":{\"action\":\"accept\",\"content\":{\"v\":\"A\"}}`) || !strings.Contains(string(got["result"]), `\"b\":{\"action\":\"accept\",\"content\":{\"v\":\"B\"}}`) {
+		t.Errorf("tasks/get = %v, want both answers under the server's keys", got)
 	}
 }
 

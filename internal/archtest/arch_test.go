@@ -49,9 +49,10 @@ var allowed = map[string][]string{
 	"e2e/fixtures/eraserver":        {"e2e/fixtures/internal/fixture"},
 	"e2e/fixtures/internal/fixture": {},
 
-	"internal/rawclient":        {},
-	"e2e/fixtures/taskserver":   {},
-	"e2e/fixtures/modernserver": {},
+	"internal/rawclient":         {},
+	"e2e/fixtures/taskserver":    {},
+	"e2e/fixtures/modernserver":  {},
+	"e2e/fixtures/taskextserver": {"e2e/fixtures/internal/fixture"},
 
 	// What measures mcpgw: the load tool, and the floor server, which
 	// imports nothing of ours, not even the SDK: it is the floor.

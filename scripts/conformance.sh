@@ -38,6 +38,14 @@
 #                       scenario's fake server is mcpgw's one upstream, and
 #                       conformance/client-via-mcpgw.sh drives a tool call
 #                       through mcpgw; compared with (i)
+# The tasks extension (io.modelcontextprotocol/tasks): the suite's tasks-*
+# scenarios, each run alone at the 2026-07-28 wire (--force), all judged,
+# against e2e/fixtures/taskextserver, a test server with their tools:
+#   (k) tasks baseline  the test server with -tasks (it offers the extension
+#                       itself), directly
+#   (l) tasks-hosted    mcpgw in front of the test server without -tasks (its
+#                       calls run to their end): mcpgw makes them tasks;
+#                       compared with (k)
 # A scenario that passes on the baseline must pass through mcpgw unless it is
 # in the run's list in conformance/expected-failures.yaml; a listed scenario
 # that passes is an error too (remove it from the list). conformance/README.md
@@ -47,7 +55,8 @@
 #   --suite 2025|2026|all  which suites to run (default all)
 #   --only RUNS         only these runs, comma-separated, each with its
 #                       baseline: http, stdio (2025); modern-http,
-#                       modern-legacy-http, modern-stdio, client (2026)
+#                       modern-legacy-http, modern-stdio, client,
+#                       tasks-hosted (2026)
 #   --scenario NAME     run one scenario instead of the whole set, in each
 #                       selected run that has it (names: see
 #                       "conformance list" in the README)
@@ -66,8 +75,9 @@
 # suites' Node 22 is installed from npm, package "node", into the cache).
 # Installs, all pinned: node@22.23.3 (only then), the suites from
 # conformance/package-lock.json and conformance/2026/package-lock.json, and
-# everything-server and everything-client from the Go SDK at v1.8.0; mcpgw
-# and conformance/driver are built from this tree on every run. Every Node
+# everything-server and everything-client from the Go SDK at v1.8.0; mcpgw,
+# conformance/driver and e2e/fixtures/taskextserver are built from this tree
+# on every run. Every Node
 # process gets conformance/loopback-listen.cjs preloaded, so none listens
 # beyond 127.0.0.1, and the suites only ever target loopback URLs.
 #
@@ -114,7 +124,7 @@ case "$suite" in 2025 | 2026 | all) ;; *) die "--suite takes 2025, 2026 or all" 
 
 # runs: the gateway runs to do, each with its baseline.
 runs_2025=(http stdio)
-runs_2026=(modern-http modern-legacy-http modern-stdio client)
+runs_2026=(modern-http modern-legacy-http modern-stdio client tasks-hosted)
 runs=()
 if [ -n "$only" ]; then
   IFS=, read -r -a wanted <<<"$only"
@@ -136,7 +146,8 @@ fi
 wants() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 wants_2025() { wants http || wants stdio; }
 wants_2026_server() { wants modern-http || wants modern-legacy-http || wants modern-stdio; }
-wants_2026() { wants_2026_server || wants client; }
+wants_tasks() { wants tasks-hosted; }
+wants_2026() { wants_2026_server || wants client || wants_tasks; }
 
 for tool in go node npm sha256sum timeout od; do
   command -v "$tool" >/dev/null || die "$tool is required"
@@ -269,6 +280,8 @@ say "building mcpgw from $ROOT"
 (cd "$ROOT" && go build -o "$tmp/mcpgw" ./cmd/mcpgw)
 MCPGW="$tmp/mcpgw"
 if wants client; then (cd "$ROOT" && go build -o "$tmp/driver" ./conformance/driver); fi
+TASKEXT="$tmp/taskextserver"
+if wants_tasks; then (cd "$ROOT" && go build -o "$TASKEXT" ./e2e/fixtures/taskextserver); fi
 
 say "tools ready in $((SECONDS - t0))s"
 
@@ -288,6 +301,14 @@ if [ -n "$CLI26" ]; then
   "$NODE" "$CLI26" list --server >"$OUT/scenarios-2026.txt"
   "$NODE" "$CLI26" list --server --requirements "$REQUIREMENTS" >"$OUT/required-2026.txt"
   "$NODE" "$CLI26" list --client >"$OUT/client-scenarios-2026.txt"
+  # The tasks legs judge the tasks extension's scenarios, in the shape
+  # report.cjs reads a requirement list in.
+  {
+    echo "Server scenarios (the tasks extension, io.modelcontextprotocol/tasks):"
+    grep -E '^ *- tasks-' "$OUT/scenarios-2026.txt" | sed 's/ \[.*//'
+  } >"$OUT/tasks-2026.txt"
+  mapfile -t TASK_SCENARIOS < <(sed -n 's/^ *- \(tasks-[a-z0-9-]*\).*/\1/p' "$OUT/tasks-2026.txt")
+  if wants_tasks && [ "${#TASK_SCENARIOS[@]}" -eq 0 ]; then die "the suite lists no tasks-* scenario"; fi
 fi
 has_scenario() { grep -Eq "^ *- $scenario( |\$)" "$1"; }
 if [ -n "$scenario" ]; then
@@ -296,6 +317,7 @@ if [ -n "$scenario" ]; then
     case $r in
       http | stdio) f=scenarios.txt ;;
       client) f=client-scenarios-2026.txt ;;
+      tasks-*) f=tasks-2026.txt ;;
       *) f=scenarios-2026.txt ;;
     esac
     if has_scenario "$OUT/$f" && { [ "$r" != client ] || [[ " ${CLIENT_SCENARIOS[*]} " == *" $scenario "* ]]; }; then
@@ -343,11 +365,30 @@ start_everything_http() {
   die "the everything-server did not start; see $1/everything-server.log"
 }
 
-# start_gateway DIR TEMPLATE: fills in the config template, starts mcpgw with
-# it, waits for its listening line and for the server "everything" to run,
-# and sets gateway_addr.
+# start_taskext DIR FLAGS...: starts e2e/fixtures/taskextserver with FLAGS on
+# a free loopback port and sets upstream_port.
+start_taskext() {
+  local dir=$1 pid port
+  shift
+  : >"$dir/taskextserver.log"
+  "$TASKEXT" -addr 127.0.0.1:0 "$@" 2>>"$dir/taskextserver.log" &
+  pid=$!
+  started+=("$pid")
+  for _ in $(seq 1 100); do
+    port=$(sed -n 's#^listening on http://127\.0\.0\.1:\([0-9][0-9]*\)/mcp$#\1#p' "$dir/taskextserver.log")
+    [ -z "$port" ] || break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$port" ] || die "the tasks test server did not start; see $dir/taskextserver.log"
+  upstream_port=$port
+}
+
+# start_gateway DIR TEMPLATE [SERVER]: fills in the config template, starts
+# mcpgw with it, waits for its listening line and for the server SERVER
+# (default "everything") to run, and sets gateway_addr.
 start_gateway() {
-  local dir=$1 template=$2 token hash pid state
+  local dir=$1 template=$2 server=${3:-everything} token hash pid state
   token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
   hash=$(printf %s "$token" | sha256sum | cut -d' ' -f1)
   mkdir -p "$dir/data"
@@ -379,9 +420,9 @@ start_gateway() {
   fi
 
   # The servers start in the background: wait for ours to be running.
-  if ! state=$(MCPGW_ADMIN_TOKEN=$token "$NODE" "$CONF_DIR/wait-running.cjs" "http://$gateway_addr/admin/servers/everything" 60); then
+  if ! state=$(MCPGW_ADMIN_TOKEN=$token "$NODE" "$CONF_DIR/wait-running.cjs" "http://$gateway_addr/admin/servers/$server" 60); then
     tail -20 "$dir/mcpgw.log" >&2
-    die "the server everything did not reach state running in mcpgw within 60s: $state"
+    die "the server $server did not reach state running in mcpgw within 60s: $state"
   fi
   printf '%s\n' "$state" >"$dir/upstream-status.json"
   # mcpgw's stdio server must go when mcpgw goes; stop_started checks.
@@ -421,6 +462,63 @@ run_suite() {
     124) say "warning: the suite did not finish within ${SUITE_TIMEOUT}s; unfinished scenarios count as failed" ;;
     *) say "warning: the suite exited with status $rc; see $dir/conformance.log" ;;
   esac
+}
+
+# run_tasks URL DIR: runs the tasks-* scenarios (or the one --scenario
+# names) against URL, each alone at the 2026-07-28 wire; results go to DIR.
+run_tasks() {
+  local url=$1 dir=$2 s rc
+  local todo=("${TASK_SCENARIOS[@]}")
+  [ -z "$scenario" ] || todo=("$scenario")
+  [[ $url =~ ^http://(127\.[0-9]+\.[0-9]+\.[0-9]+|localhost|\[::1\]):[0-9]+/ ]] ||
+    die "refusing a URL that is not on loopback: $url"
+  say "tasks scenarios against $url"
+  for s in "${todo[@]}"; do
+    rc=0
+    (cd "$dir" && exec timeout "$SUITE_TIMEOUT" "$NODE" "$CLI26" server --url "$url" --scenario "$s" --spec-version "$REQUIREMENTS" --force -o "$dir/results") \
+      >>"$dir/conformance.log" 2>&1 &
+    started+=("$!")
+    wait "$!" || rc=$?
+    unset 'started[-1]'
+    case $rc in
+      0 | 1) ;;
+      124) say "warning: scenario $s did not finish within ${SUITE_TIMEOUT}s; it counts as failed" ;;
+      *) say "warning: the suite exited with status $rc on $s; see $dir/conformance.log" ;;
+    esac
+  done
+}
+
+# tasks_baseline ID: the tasks scenarios against the test server with -tasks.
+tasks_baseline() {
+  local dir="$OUT/$1" t=$SECONDS
+  mkdir -p "$dir"
+  echo
+  say "== tasks baseline: the tasks test server with the extension, directly"
+  say "   results: $dir"
+  start_taskext "$dir" -tasks
+  run_tasks "http://127.0.0.1:$upstream_port/mcp" "$dir"
+  stop_started
+  report baseline "conformance (tasks baseline, taskextserver -tasks)" "$dir" "$OUT/scenarios-2026.txt" "$OUT/tasks-2026.txt"
+  say "   took $((SECONDS - t))s"
+}
+
+# tasks_gateway ID TITLE BASELINE-ID LIST FLAGS...: the tasks scenarios
+# through mcpgw (conformance/2026/gateway-tasks.yaml) in front of the test
+# server started with FLAGS, compared with BASELINE-ID using the list LIST.
+tasks_gateway() {
+  local dir="$OUT/$1" title=$2 base="$OUT/$3" list=$4 t=$SECONDS
+  shift 4
+  mkdir -p "$dir"
+  echo
+  say "== $title: mcpgw in front of the tasks test server (${*:-no flags})"
+  say "   results: $dir"
+  start_taskext "$dir" "$@"
+  start_gateway "$dir" "$CONF_DIR/2026/gateway-tasks.yaml" tasks
+  run_tasks "http://$gateway_addr/mcp" "$dir"
+  stop_started
+  report compare "conformance ($title)" "$list" "$base" "$dir" "$EXPECTED" "$OUT/scenarios-2026.txt" "$OUT/tasks-2026.txt"
+  say "   mcpgw's log: $dir/mcpgw.log"
+  say "   took $((SECONDS - t))s"
 }
 
 summaries=()
@@ -558,6 +656,12 @@ if wants modern-stdio; then
 fi
 if wants client; then
   clients i-client-baseline j-client
+fi
+if wants_tasks; then
+  tasks_baseline k-tasks-baseline
+fi
+if wants tasks-hosted; then
+  tasks_gateway l-tasks-hosted tasks-hosted k-tasks-baseline tasks-hosted
 fi
 
 echo

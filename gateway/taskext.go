@@ -70,8 +70,11 @@ func errNotInExtension(method string) error {
 
 // extTask is what a hosted task of the extension holds while its call
 // runs: whether the client was given the task yet, and the input
-// requests that wait for tasks/update.
+// requests that wait for tasks/update (box, keyed as parked calls key
+// theirs, never reused within the task).
 type extTask struct {
+	box *inputBox
+
 	mu sync.Mutex
 	// promoted: the client was answered with the task, and the call's end
 	// goes to the record.
@@ -84,12 +87,6 @@ type extTask struct {
 	// notify is the tools/call's sink until promotion: progress of a task
 	// is not delivered (the extension has none).
 	notify func(method string, params json.RawMessage)
-	// pending are the input requests waiting for an answer, by key; keys
-	// are never reused within the task.
-	pending map[string]*pendingInput
-	next    int
-	// changed is closed and replaced whenever pending changes.
-	changed chan struct{}
 }
 
 type callEnd struct {
@@ -97,16 +94,8 @@ type callEnd struct {
 	err  error
 }
 
-type pendingInput struct {
-	request json.RawMessage // {"method", "params"}
-	answer  chan json.RawMessage
-}
-
-// changedLocked tells the waiters that pending changed (x.mu held).
-func (x *extTask) changedLocked() {
-	close(x.changed)
-	x.changed = make(chan struct{})
-}
+// errTaskOver ends the input requests of a task's call that ended.
+var errTaskOver = fmt.Errorf("the task's call ended: %w", ErrCallOver)
 
 // sink passes a notification of the call to its tools/call while there
 // is one.
@@ -126,11 +115,23 @@ func (s *Server) newExtTaskID(owner string) string {
 }
 
 // extToolsCall serves a 2026-07-28 client's tools/call when the gateway
-// may answer it with a task: handled is false when it runs as any call.
+// may answer it with a task: handled is false when it runs as any call
+// (a parked call's follow-up too).
 func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (res *Result, err error, handled bool) {
 	if !declaresTasks(req.Client.Capabilities) || !s.opts.TaskConfig.HostsTasks(ptrServer(s.serverConfig(ref.Server))) {
 		return nil, nil, false
 	}
+	if _, err := checkInputResponses(params); err != nil {
+		return nil, err, true
+	}
+	opened, st, err := s.openRequestState(req, ref.Server, "tools/call", params)
+	if err != nil {
+		return nil, err, true
+	}
+	if st != nil && st.Parked != "" {
+		return nil, nil, false
+	}
+	params = opened
 	cfg := s.opts.TaskConfig
 	o := owner(req)
 	s.tasks.mu.Lock()
@@ -153,9 +154,15 @@ func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref,
 	}
 	runCtx, cancel := context.WithDeadline(s.life, rec.ExpiresAt)
 	runCtx, cancelCause := context.WithCancelCause(runCtx)
-	x := &extTask{
-		settled: make(chan callEnd, 1), promote: make(chan struct{}, 1),
-		notify: req.Notify, pending: map[string]*pendingInput{}, changed: make(chan struct{}),
+	x := &extTask{box: newInputBox(), settled: make(chan callEnd, 1), promote: make(chan struct{}, 1), notify: req.Notify}
+	// A server's first request makes the call a task, if it is not one
+	// yet.
+	x.box.admit = func() error {
+		select {
+		case x.promote <- struct{}{}:
+		default:
+		}
+		return nil
 	}
 	lt := &liveTask{cancel: cancelCause, done: make(chan struct{}), ext: x}
 
@@ -164,9 +171,7 @@ func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref,
 	bgReq.members = paramsMembers{}
 	bgReq.Cancel = nil // the call may outlive the request
 	bgReq.Notify = x.sink
-	bgReq.Input = func(ictx context.Context, method string, p json.RawMessage) (json.RawMessage, error) {
-		return x.park(ictx, method, p)
-	}
+	bgReq.Input = x.box.ask
 	// promote makes the call a task: durably recorded before the client
 	// learns its id, so that a tasks/get right after the answer finds it
 	// (x.mu held).
@@ -205,6 +210,7 @@ func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref,
 		defer cancel()
 		defer close(lt.done)
 		body, err := s.runExtCall(runCtx, &bgReq, ref.Server, x)
+		x.box.close(errTaskOver)
 		s.tasks.mu.Lock()
 		if s.tasks.hosted[o]--; s.tasks.hosted[o] <= 0 {
 			delete(s.tasks.hosted, o)
@@ -254,13 +260,14 @@ func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref,
 // extAnswer is the tools/call answer of a call that ended before it became
 // a task.
 func (s *Server) extAnswer(req *Request, server string, end callEnd) (*Result, error) {
-	if end.err != nil {
-		return nil, end.err
+	body, err := s.urlInputRequired(req, server, "tools/call", end.body, end.err)
+	if err != nil {
+		return nil, err
 	}
-	if res, ok := s.inputRequired(req, server, "tools/call", end.body); ok {
+	if res, ok := s.inputRequired(req, server, "tools/call", body); ok {
 		return res, nil
 	}
-	return complete(s.exposeResult(s.cat.Load(), req, server, end.body, "content", false)), nil
+	return complete(s.exposeResult(s.cat.Load(), req, server, body, "content", false)), nil
 }
 
 // runExtCall makes the call of a hosted task of the extension. A
@@ -269,10 +276,7 @@ func (s *Server) extAnswer(req *Request, server string, end callEnd) (*Result, e
 // task, the core drives the rounds, asking through the task's input
 // requests.
 func (s *Server) runExtCall(ctx context.Context, req *Request, server string, x *extTask) (json.RawMessage, error) {
-	params, err := s.openRequestState(req, server, "tools/call", req.Params)
-	if err != nil {
-		return nil, err
-	}
+	params := req.Params // its requestState, if any, the server's own
 	meta, _ := req.member(params, "_meta")
 	params, forget, err := s.relay.withProgress(params, meta, req.Notify, nil)
 	if err != nil {
@@ -382,76 +386,6 @@ func (s *Server) driveTaskInput(ctx context.Context, req *Request, server string
 		}
 	}
 	return body, nil
-}
-
-// park holds a server's input request as the task's until tasks/update
-// answers it or ctx ends; one that comes before the call became a task
-// makes it one.
-func (x *extTask) park(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	p := &pendingInput{
-		request: mustJSON(map[string]json.RawMessage{"method": mustJSON(method), "params": params}),
-		answer:  make(chan json.RawMessage, 1),
-	}
-	x.mu.Lock()
-	if x.over {
-		x.mu.Unlock()
-		return nil, ErrCallOver
-	}
-	x.next++
-	key := "input-" + strconv.Itoa(x.next)
-	x.pending[key] = p
-	x.changedLocked()
-	promoted := x.promoted
-	x.mu.Unlock()
-	if !promoted {
-		select {
-		case x.promote <- struct{}{}:
-		default:
-		}
-	}
-	select {
-	case a := <-p.answer:
-		return a, nil
-	case <-ctx.Done():
-		x.mu.Lock()
-		if x.pending[key] == p {
-			delete(x.pending, key)
-			x.changedLocked()
-		}
-		x.mu.Unlock()
-		return nil, ctx.Err()
-	}
-}
-
-// answer delivers the answers whose keys are pending, and ignores the
-// rest (the extension: unknown or answered keys are ignored).
-func (x *extTask) answer(responses map[string]json.RawMessage) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for key, a := range responses {
-		p := x.pending[key]
-		if p == nil {
-			continue
-		}
-		delete(x.pending, key)
-		p.answer <- a
-	}
-	x.changedLocked()
-}
-
-// inputRequests returns the pending input requests as an inputRequests
-// object, or nil when there are none.
-func (x *extTask) inputRequests() json.RawMessage {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if len(x.pending) == 0 {
-		return nil
-	}
-	out := make(map[string]json.RawMessage, len(x.pending))
-	for k, p := range x.pending {
-		out[k] = p.request
-	}
-	return mustJSON(out)
 }
 
 // settleHosted records how a hosted task's call ended: its result, or its
@@ -566,8 +500,8 @@ func (s *Server) extTasksGet(ctx context.Context, req *Request) (*Result, error)
 		return nil, err
 	}
 	var inputs json.RawMessage
-	if x := s.extLive(rec.ID); x != nil {
-		inputs = x.inputRequests()
+	if x := s.extLive(rec.ID); x != nil && x.box.len() > 0 {
+		inputs = x.box.requests(forModernClient)
 	}
 	return complete(extTaskJSON(rec, inputs)), nil
 }
@@ -581,49 +515,21 @@ func (s *Server) extTasksUpdate(ctx context.Context, req *Request) (*Result, err
 	if !declaresTasks(req.Client.Capabilities) {
 		return nil, errNeedsTasks(req.Method)
 	}
-	responses, err := inputResponses(req.Params)
+	responses, err := checkInputResponses(req.Params)
 	if err != nil {
 		return nil, err
+	}
+	if responses == nil {
+		return nil, invalidParams("tasks/update needs params.inputResponses, an object of the input requests' results, keyed as inputRequests named them")
 	}
 	rec, err := s.extLookup(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if x := s.extLive(rec.ID); x != nil {
-		x.answer(responses)
+		x.box.deliver(responses)
 	}
 	return complete(json.RawMessage(`{}`)), nil
-}
-
-// inputResponses reads tasks/update's params.inputResponses: an object of
-// objects (the results of the input requests, by key).
-func inputResponses(params json.RawMessage) (map[string]json.RawMessage, error) {
-	raw, ok, err := rawjson.Get(params, "inputResponses")
-	if err != nil || !ok {
-		return nil, invalidParams("tasks/update needs params.inputResponses, an object of the answers by their inputRequests key")
-	}
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, invalidParams("params.inputResponses must be an object of the answers by their inputRequests key")
-	}
-	out := map[string]json.RawMessage{}
-	var bad error
-	rawjson.Members(raw, func(key, val []byte) bool {
-		k, err := rawjson.Unquote(key)
-		if err != nil {
-			bad = invalidParams("params.inputResponses has a key that is not a valid string")
-			return false
-		}
-		if len(val) == 0 || val[0] != '{' {
-			bad = invalidParams("params.inputResponses[%q] must be an object: the result of the input request of that key", shorten(k))
-			return false
-		}
-		out[k] = append(json.RawMessage(nil), val...)
-		return true
-	})
-	if bad != nil {
-		return nil, bad
-	}
-	return out, nil
 }
 
 // extTasksCancel serves tasks/cancel of the extension: an empty ack,
@@ -641,6 +547,9 @@ func (s *Server) extTasksCancel(ctx context.Context, req *Request) (*Result, err
 		s.saveTask(rec)
 		if lt != nil && lt.cancel != nil {
 			lt.cancel(errors.New("task cancelled by the client"))
+		}
+		if lt != nil && lt.ext != nil {
+			lt.ext.box.close(errTaskOver)
 		}
 	}
 	return complete(json.RawMessage(`{}`)), nil

@@ -241,14 +241,16 @@ func checkInputResponses(params json.RawMessage) (json.RawMessage, error) {
 		return nil, invalidParams("inputResponses must be an object of the input requests' results, keyed as inputRequests named them")
 	}
 	var bad string
+	found := false // the key of a bad answer may be ""
 	rawjson.Members(raw, func(k, v []byte) bool {
 		if len(v) == 0 || v[0] != '{' {
 			bad, _ = rawjson.Unquote(k)
+			found = true
 			return false
 		}
 		return true
 	})
-	if bad != "" {
+	if found {
 		return nil, invalidParams("inputResponses[%q] must be the input request's result, an object", bad)
 	}
 	return raw, nil

@@ -508,3 +508,28 @@ func TestTaskExt_CancelStopsCall(t *testing.T) {
 		t.Errorf("calls cancelled upstream (-want +got):\n%s", diff)
 	}
 }
+
+// FuzzCheckInputResponses: whatever a client sends as tasks/update's
+// params, checkInputResponses never panics, and what it admits is an
+// object of objects.
+func FuzzCheckInputResponses(f *testing.F) {
+	f.Add(`{"taskId":"t","inputResponses":{"a":{"action":"accept","content":{"x":1}}}}`)
+	f.Add(`{"taskId":"t","inputResponses":{}}`)
+	f.Add(`{"taskId":"t","inputResponses":{"a":12345}}`)
+	f.Add(`{"taskId":"t","inputResponses":null}`)
+	f.Add(`{"inputResponses":{"\u00e9":{},"b":[]}}`)
+	f.Fuzz(func(t *testing.T, params string) {
+		got, err := checkInputResponses(json.RawMessage(params))
+		if err != nil {
+			assertCode(t, err, jsonrpc.CodeInvalidParams, "inputResponses")
+			return
+		}
+		if got == nil || !json.Valid([]byte(params)) {
+			return
+		}
+		var obj map[string]map[string]json.RawMessage
+		if err := json.Unmarshal(got, &obj); err != nil {
+			t.Fatalf("admitted inputResponses %s: %v", got, err)
+		}
+	})
+}

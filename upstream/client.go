@@ -128,6 +128,12 @@ type CallHooks struct {
 	// Otherwise the server is told of none, and such an answer is an
 	// error.
 	TakesInput bool
+	// TakesTasks says the call's client declared the tasks extension
+	// (io.modelcontextprotocol/tasks) and takes a task result: a modern
+	// server is then told the extension (and no other of the client's)
+	// and may answer resultType "task", which Call returns with its
+	// resultType. Otherwise such an answer is an error.
+	TakesTasks bool
 }
 
 // relays reports whether h takes any of the server's messages.

@@ -1092,8 +1092,9 @@ type modernSender interface {
 
 // setModernHeaders sets the request metadata headers of the modern era
 // (streamable-http § Request Metadata) on the POST of m: Mcp-Method, and
-// Mcp-Name for tools/call and prompts/get (params.name) and
-// resources/read (params.uri); then extra's (Mcp-Param-*). Other Mcp-*
+// Mcp-Name for tools/call and prompts/get (params.name), resources/read
+// (params.uri) and the tasks extension's tasks/get, tasks/update and
+// tasks/cancel (params.taskId); then extra's (Mcp-Param-*). Other Mcp-*
 // headers (a client's, forwarded) are removed.
 func setModernHeaders(h http.Header, m *jsonrpc.Message, extra http.Header) {
 	if m.Method == "" {
@@ -1113,6 +1114,8 @@ func setModernHeaders(h http.Header, m *jsonrpc.Message, extra http.Header) {
 		key = "name"
 	case "resources/read":
 		key = "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		key = "taskId" // the tasks extension's routing header
 	}
 	if key != "" {
 		if v, ok := rawjson.String(m.Params, key); ok {

@@ -179,7 +179,7 @@ func (c *Client) openListen(ctx context.Context) *listenRun {
 		}()
 		raw, err := c.roundTripID(rctx, run.id, "subscriptions/listen", params, "", nil, nil)
 		if err == nil {
-			if _, nerr := normalizeResult(c.opts.Name, raw, false); nerr != nil {
+			if _, nerr := normalizeResult(c.opts.Name, raw, false, false); nerr != nil {
 				err = nerr
 			}
 		}

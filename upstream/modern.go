@@ -146,6 +146,10 @@ func capsFor(declared json.RawMessage, allowed []string) json.RawMessage {
 	return append(out, '}')
 }
 
+// ExtTasks is the tasks extension's identifier (ext-tasks,
+// specification/draft/tasks.md), in capabilities.extensions.
+const ExtTasks = "io.modelcontextprotocol/tasks"
+
 // inputCapabilities are the client capabilities a modern server's
 // input_required results ask of a client, which a caller that takes such
 // results passes on.
@@ -164,18 +168,19 @@ func unrelayedResult(server, resultType string) *jsonrpc.Error {
 }
 
 // normalizeResult makes a modern server's result era-neutral: it removes
-// resultType "complete", ttlMs, cacheScope and _meta's serverInfo (and
+// resultType "complete", ttlMs (but a task's), cacheScope and _meta's serverInfo (and
 // _meta when nothing else is left in it), and leaves every other member
 // byte for byte as it was (DESIGN decision 1). A result that is not an
 // object is returned as it is. An input_required result keeps its
-// resultType when the caller takes it (takesInput); another resultType is
-// a *jsonrpc.Error (see unrelayedResult) naming server.
-func normalizeResult(server string, result json.RawMessage, takesInput bool) (json.RawMessage, error) {
+// resultType when the caller takes it (takesInput), and so does a task
+// (takesTasks); another resultType is a *jsonrpc.Error (see
+// unrelayedResult) naming server.
+func normalizeResult(server string, result json.RawMessage, takesInput, takesTasks bool) (json.RawMessage, error) {
 	if !isObject(result) {
 		return result, nil
 	}
-	var vals [4]json.RawMessage // resultType, _meta, ttlMs, cacheScope
-	if err := rawjson.GetMany(result, []string{"resultType", "_meta", "ttlMs", "cacheScope"}, vals[:]); err != nil {
+	var vals [5]json.RawMessage // resultType, _meta, ttlMs, cacheScope, taskId
+	if err := rawjson.GetMany(result, []string{"resultType", "_meta", "ttlMs", "cacheScope", "taskId"}, vals[:]); err != nil {
 		return nil, fmt.Errorf("malformed result: %w", err)
 	}
 	var drop []string
@@ -187,13 +192,15 @@ func normalizeResult(server string, result json.RawMessage, takesInput bool) (js
 		switch {
 		case typ == "complete":
 			drop = append(drop, "resultType")
-		case typ == "input_required" && takesInput:
+		case typ == "input_required" && takesInput, typ == "task" && takesTasks:
 			// The caller relays it as it is.
 		default:
 			return nil, unrelayedResult(server, typ)
 		}
 	}
-	if vals[2] != nil {
+	// A task's ttlMs (the tasks extension's CreateTaskResult and
+	// tasks/get) is its lifetime, not a cache hint.
+	if vals[2] != nil && vals[4] == nil {
 		drop = append(drop, "ttlMs")
 	}
 	if vals[3] != nil {

@@ -113,7 +113,7 @@ func TestNormalizeResult(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := normalizeResult("srv", json.RawMessage(tt.in), tt.takesInput)
+			got, err := normalizeResult("srv", json.RawMessage(tt.in), tt.takesInput, false)
 			if tt.wantCode != 0 {
 				var jerr *jsonrpc.Error
 				if !errors.As(err, &jerr) || jerr.Code != tt.wantCode || !strings.Contains(jerr.Message, tt.wantMsg) || !strings.Contains(jerr.Message, `"srv"`) {
@@ -135,12 +135,13 @@ func FuzzNormalizeResult(f *testing.F) {
 	f.Add([]byte(`{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{}},"ttlMs":0,"cacheScope":"public","tools":[]}`))
 	f.Add([]byte(`{"_meta":{"io.modelcontextprotocol/serverInfo":1,"k":[]},"ttlMs":1}`))
 	f.Add([]byte(`{"resultType":"input_required"}`))
+	f.Add([]byte(`{"resultType":"complete","taskId":"t","ttlMs":5,"cacheScope":"x"}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if !json.Valid(in) {
 			return
 		}
-		out, err := normalizeResult("s", in, false)
+		out, err := normalizeResult("s", in, false, false)
 		if err != nil {
 			return
 		}
@@ -150,8 +151,9 @@ func FuzzNormalizeResult(f *testing.F) {
 		if !isObject(out) {
 			return
 		}
+		_, task, _ := rawjson.Get(out, "taskId")
 		for _, k := range []string{"ttlMs", "cacheScope", "resultType"} {
-			if _, ok, _ := rawjson.Get(out, k); ok {
+			if _, ok, _ := rawjson.Get(out, k); ok && !(k == "ttlMs" && task) {
 				t.Fatalf("normalizeResult(%s) = %s, still has %s", in, out, k)
 			}
 		}
@@ -160,7 +162,7 @@ func FuzzNormalizeResult(f *testing.F) {
 				t.Fatalf("normalizeResult(%s) = %s, still has serverInfo", in, out)
 			}
 		}
-		again, err := normalizeResult("s", out, false)
+		again, err := normalizeResult("s", out, false, false)
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("normalizeResult is not idempotent on %s: %s, %v", out, again, err)
 		}
@@ -303,10 +305,33 @@ func TestStampFor_TakesInput(t *testing.T) {
 		{"no hooks", nil, `{}`},
 		{"a client that cannot take input", &CallHooks{Capabilities: declared}, `{}`},
 		{"a client that takes input", &CallHooks{Capabilities: declared, TakesInput: true}, `{"sampling":{},"elicitation":{"form":{}}}`},
+		{"a client that takes tasks", &CallHooks{Capabilities: declared, TakesTasks: true}, `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`},
+		{"a client that takes both", &CallHooks{Capabilities: json.RawMessage(`{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x.example/other":{}}}`), TakesInput: true, TakesTasks: true},
+			`{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`},
 	}
 	for _, tt := range tests {
 		if got := string(c.stampFor(tt.hooks).caps); got != tt.want {
 			t.Errorf("%s: caps %s, want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestNormalizeResult_Task: a modern server's task result reaches a
+// caller that takes tasks with its resultType, and is an error for any
+// other.
+func TestNormalizeResult_Task(t *testing.T) {
+	task := json.RawMessage(`{"resultType":"task","taskId":"up-1","status":"working","ttlMs":1000,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s"}}}`)
+	got, err := normalizeResult("s", task, false, true)
+	if err != nil || string(got) != `{"resultType":"task","taskId":"up-1","status":"working","ttlMs":1000}` {
+		t.Errorf("for a caller that takes tasks: %s, %v", got, err)
+	}
+	var jerr *jsonrpc.Error
+	if _, err := normalizeResult("s", task, true, false); !errors.As(err, &jerr) || !strings.Contains(jerr.Message, "task") {
+		t.Errorf("for a caller that takes none: %v, want an error", err)
+	}
+	// tasks/get: the task keeps its ttlMs.
+	got, err = normalizeResult("s", json.RawMessage(`{"resultType":"complete","taskId":"up-1","status":"completed","ttlMs":1000,"result":{"content":[]}}`), false, false)
+	if err != nil || string(got) != `{"taskId":"up-1","status":"completed","ttlMs":1000,"result":{"content":[]}}` {
+		t.Errorf("tasks/get: %s, %v", got, err)
 	}
 }

@@ -207,6 +207,11 @@ func (c *Client) stampFor(hooks *CallHooks) stamp {
 			served = append(slices.Clip(served), inputCapabilities...)
 		}
 		s.caps = capsFor(hooks.Capabilities, served)
+		if hooks.TakesTasks {
+			if caps, err := rawjson.Set(s.caps, "extensions", json.RawMessage(`{"`+ExtTasks+`":{}}`)); err == nil {
+				s.caps = caps
+			}
+		}
 		s.logLevel = hooks.LogLevel
 	}
 	if s.logLevel == "" {
@@ -279,7 +284,7 @@ func (c *Client) modernCall(ctx context.Context, method string, params json.RawM
 		}
 		return nil, err
 	}
-	out, err := normalizeResult(c.opts.Name, raw, hooks != nil && hooks.TakesInput)
+	out, err := normalizeResult(c.opts.Name, raw, hooks != nil && hooks.TakesInput, hooks != nil && hooks.TakesTasks)
 	if err != nil {
 		return nil, err
 	}

@@ -543,6 +543,15 @@ func TestModernHTTP_Requests(t *testing.T) {
 	if h := f.last("resources/read").Header; h.Get("Mcp-Name") != "file:///x y" || h.Get("Mcp-Method") != "resources/read" {
 		t.Errorf("resources/read headers: %v", h)
 	}
+	// The tasks extension's methods are routed by their task id.
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		if _, err := c.Call(ctx, m, json.RawMessage(`{"taskId":"up-7"}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		if h := f.last(m).Header; h.Get("Mcp-Name") != "up-7" || h.Get("Mcp-Method") != m {
+			t.Errorf("%s headers: %v", m, h)
+		}
+	}
 
 	errTests := []struct {
 		method, params string
@@ -567,7 +576,7 @@ func TestModernHTTP_Requests(t *testing.T) {
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"server/discover", "tools/list", "tools/call", "tools/call", "resources/read", "tools/call", "tools/call", "tools/call", "completion/complete"}
+	want := []string{"server/discover", "tools/list", "tools/call", "tools/call", "resources/read", "tasks/get", "tasks/update", "tasks/cancel", "tools/call", "tools/call", "tools/call", "completion/complete"}
 	if diff := cmp.Diff(want, f.methods()); diff != "" {
 		t.Errorf("POSTs (-want +got):\n%s", diff)
 	}

@@ -97,6 +97,9 @@ type Request struct {
 	// sealed says the request's input_required result is the gateway's
 	// own (a parked call's, a translated -32042), its state sealed.
 	sealed bool
+	// takesTasks says the request's call takes a task result of a modern
+	// server (the client declared the tasks extension; taskext.go).
+	takesTasks bool
 }
 
 // paramsMembers are the members of a request's params that the core reads

@@ -830,6 +830,7 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		// A modern client gets input_required as it is; for one of the
 		// session era the core asks it and calls again (driveInput).
 		TakesInput: modernClient(req) || req.Input != nil,
+		TakesTasks: req.takesTasks,
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
 	if err == nil {

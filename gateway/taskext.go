@@ -118,7 +118,11 @@ func (s *Server) newExtTaskID(owner string) string {
 // may answer it with a task: handled is false when it runs as any call
 // (a parked call's follow-up too).
 func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (res *Result, err error, handled bool) {
-	if !declaresTasks(req.Client.Capabilities) || !s.opts.TaskConfig.HostsTasks(ptrServer(s.serverConfig(ref.Server))) {
+	if !declaresTasks(req.Client.Capabilities) {
+		return nil, nil, false
+	}
+	relay := s.offersTasks(ref.Server)
+	if !relay && !s.opts.TaskConfig.HostsTasks(ptrServer(s.serverConfig(ref.Server))) {
 		return nil, nil, false
 	}
 	if _, err := checkInputResponses(params); err != nil {
@@ -132,6 +136,10 @@ func (s *Server) extToolsCall(ctx context.Context, req *Request, ref naming.Ref,
 		return nil, nil, false
 	}
 	params = opened
+	if relay {
+		res, err := s.extRelayCall(ctx, req, ref, params)
+		return res, err, true
+	}
 	cfg := s.opts.TaskConfig
 	o := owner(req)
 	s.tasks.mu.Lock()
@@ -499,6 +507,9 @@ func (s *Server) extTasksGet(ctx context.Context, req *Request) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
+	if !rec.Hosted {
+		return s.extRelayedGet(ctx, req, rec)
+	}
 	var inputs json.RawMessage
 	if x := s.extLive(rec.ID); x != nil && x.box.len() > 0 {
 		inputs = x.box.requests(forModernClient)
@@ -526,6 +537,15 @@ func (s *Server) extTasksUpdate(ctx context.Context, req *Request) (*Result, err
 	if err != nil {
 		return nil, err
 	}
+	if !rec.Hosted {
+		if terminal(rec.Status) {
+			return complete(json.RawMessage(`{}`)), nil
+		}
+		if _, err := s.extUpstream(ctx, req, rec, "tasks/update"); err != nil {
+			return nil, err
+		}
+		return complete(json.RawMessage(`{}`)), nil
+	}
 	if x := s.extLive(rec.ID); x != nil {
 		x.box.deliver(responses)
 	}
@@ -538,6 +558,11 @@ func (s *Server) extTasksCancel(ctx context.Context, req *Request) (*Result, err
 	rec, err := s.extLookup(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	if !terminal(rec.Status) && !rec.Hosted {
+		if _, err := s.extUpstream(ctx, req, rec, "tasks/cancel"); err != nil {
+			return nil, err
+		}
 	}
 	if !terminal(rec.Status) && rec.Hosted {
 		s.tasks.mu.Lock()
@@ -553,4 +578,157 @@ func (s *Server) extTasksCancel(ctx context.Context, req *Request) (*Result, err
 		}
 	}
 	return complete(json.RawMessage(`{}`)), nil
+}
+
+// offersTasks reports whether server is a 2026-07-28 server that offers
+// the tasks extension itself: its tasks are relayed, not hosted.
+func (s *Server) offersTasks(server string) bool {
+	for _, st := range s.opts.Upstreams.Servers() {
+		if st.Name == server {
+			return st.Era == upstream.EraModern && declaresTasks(st.Capabilities)
+		}
+	}
+	return false
+}
+
+// extRelayCall relays a tools/call to a server that offers the tasks
+// extension, told that the client declared it: a task it answers is
+// recorded under a sealed id of ours before the client learns of it; any
+// other answer is a call's. params are the call's, the server's tool
+// name and state in them.
+func (s *Server) extRelayCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage) (*Result, error) {
+	callerKey, who := s.callerKey(ref.Server, req)
+	meta, _ := req.member(params, "_meta")
+	params, forget, err := s.relay.withProgress(params, meta, req.Notify, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer forget()
+	req.takesTasks = true
+	body, err := s.forwardAs(ctx, req, ref.Server, who, "tools/call", params, 0, onlyCall)
+	if body, err = s.urlInputRequired(req, ref.Server, "tools/call", body, err); err != nil {
+		return nil, err
+	}
+	if typ, _ := rawjson.String(body, "resultType"); typ != string(ResultTask) {
+		if res, ok := s.inputRequired(req, ref.Server, "tools/call", body); ok {
+			return res, nil
+		}
+		return complete(s.exposeResult(s.cat.Load(), req, ref.Server, body, "content", false)), nil
+	}
+	upID, _ := rawjson.String(body, "taskId")
+	if upID == "" {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			fmt.Sprintf("server %q answered a task without a taskId", ref.Server), errorData{Server: ref.Server})
+	}
+	now := time.Now()
+	o := owner(req)
+	rec := store.Task{
+		ID: s.newExtTaskID(o), Owner: o, Server: ref.Server, Caller: callerKey, UpstreamID: upID,
+		Transport: s.serverConfig(ref.Server).Transport, Tool: req.toolName, Status: taskWorking,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	applyExtTask(&rec, body)
+	if rec.TTL == nil {
+		// The server keeps it for ever; the gateway keeps its record at
+		// most as long as it keeps any task.
+		rec.ExpiresAt = now.Add(time.Duration(s.opts.TaskConfig.MaxTTL))
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.opts.Tasks.PutTask(sctx, rec); err != nil {
+		s.logger.Error("storing a task failed", "server", ref.Server, "err", err)
+		if _, cerr := s.opts.Upstreams.Call(sctx, ref.Server, who, "tasks/cancel", mustJSON(map[string]string{"taskId": upID}), &upstream.CallHooks{Capabilities: req.Client.Capabilities, TakesTasks: true}); cerr != nil {
+			s.logger.Debug("cancelling a task upstream failed", "server", ref.Server, "err", cerr)
+		}
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway could not record the task; try again")
+	}
+	out, err := rawjson.Delete(withTaskID(body, rec.ID), "resultType")
+	if err != nil {
+		out = withTaskID(body, rec.ID)
+	}
+	return &Result{Type: ResultTask, Body: out}, nil
+}
+
+// applyExtTask updates a record from a task object of the extension.
+func applyExtTask(rec *store.Task, task json.RawMessage) {
+	if st, ok := rawjson.String(task, "status"); ok && !terminal(rec.Status) {
+		switch st {
+		case taskWorking, taskInputRequired, taskCompleted, taskFailed, taskCancelled:
+			rec.Status = st
+		}
+	}
+	if m, ok := rawjson.String(task, "statusMessage"); ok {
+		rec.StatusMessage = m
+	}
+	if ttl, ok, _ := rawjson.Get(task, "ttlMs"); ok {
+		var ms *int64
+		if json.Unmarshal(ttl, &ms) == nil {
+			if ms == nil {
+				rec.TTL = nil
+			} else if *ms > 0 {
+				d := time.Duration(*ms) * time.Millisecond
+				rec.TTL = &d
+				rec.ExpiresAt = rec.CreatedAt.Add(d)
+			}
+		}
+	}
+	if p, ok, _ := rawjson.Get(task, "pollIntervalMs"); ok {
+		var ms int64
+		if json.Unmarshal(p, &ms) == nil && ms > 0 {
+			rec.PollInterval = time.Duration(ms) * time.Millisecond
+		}
+	}
+	rec.UpdatedAt = time.Now()
+}
+
+// extUpstream sends a relayed task's tasks/* request to its server, under
+// the server's id, as the client's (the extension declared).
+func (s *Server) extUpstream(ctx context.Context, req *Request, rec store.Task, method string) (json.RawMessage, error) {
+	params := mustJSON(map[string]string{"taskId": rec.UpstreamID})
+	if method == "tasks/update" {
+		responses, err := checkInputResponses(req.Params)
+		if err != nil {
+			return nil, err
+		}
+		params = mustJSON(map[string]any{"taskId": rec.UpstreamID, "inputResponses": responses})
+	}
+	req.takesTasks = true
+	return s.forwardAs(ctx, req, rec.Server, callerOf(rec), method, params, 0, onlyCall)
+}
+
+// extRelayedGet serves tasks/get of a relayed task: from the record once
+// it kept the end, else from the server, its result rewritten as a
+// call's (names, media) and kept once the task is over.
+func (s *Server) extRelayedGet(ctx context.Context, req *Request, rec store.Task) (*Result, error) {
+	if terminal(rec.Status) && (rec.Result != nil || rec.Error != nil || rec.Status == taskCancelled) {
+		return complete(extTaskJSON(rec, nil)), nil
+	}
+	body, err := s.extUpstream(ctx, req, rec, "tasks/get")
+	if err != nil {
+		var jerr *jsonrpc.Error
+		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
+			rec.Status, rec.StatusMessage, rec.UpdatedAt = taskFailed, fmt.Sprintf("server %q no longer knows this task", rec.Server), time.Now()
+			rec.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
+			s.saveTask(rec)
+			return complete(extTaskJSON(rec, nil)), nil
+		}
+		return nil, err
+	}
+	applyExtTask(&rec, body)
+	out := withTaskID(body, rec.ID)
+	switch rec.Status {
+	case taskCompleted:
+		if res, ok, _ := rawjson.Get(body, "result"); ok {
+			rec.Result = s.exposeResult(s.cat.Load(), req, rec.Server, withRelatedTask(res, ""), "content", false)
+			if o, err := rawjson.Set(out, "result", rec.Result); err == nil {
+				out = o
+			}
+		}
+	case taskFailed:
+		if e, ok, _ := rawjson.Get(body, "error"); ok {
+			rec.Error = append(json.RawMessage(nil), e...)
+		}
+	}
+	s.saveTask(rec)
+	return complete(out), nil
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -532,4 +533,155 @@ func FuzzCheckInputResponses(f *testing.F) {
 			t.Fatalf("admitted inputResponses %s: %v", got, err)
 		}
 	})
+}
+
+// extUpstreamFake is a 2026-07-28 server that offers the tasks extension.
+type extUpstreamFake struct {
+	mu     sync.Mutex
+	status map[string]string // by its task id
+	seen   []string          // method and params of each request
+	tasks  []bool            // TakesTasks of each tools/call
+	next   int
+}
+
+func (f *extUpstreamFake) server(name string) *upstreamtest.Server {
+	return &upstreamtest.Server{Name: name, Era: upstream.EraModern, Transport: "http",
+		Capabilities: json.RawMessage(`{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`),
+		Tools:        raws(`{"name":"job","inputSchema":{"type":"object"}}`),
+		Handle:       f.handle}
+}
+
+func (f *extUpstreamFake) handle(_ context.Context, method string, params json.RawMessage, hooks *upstream.CallHooks) (json.RawMessage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = append(f.seen, method+" "+string(params))
+	id, _ := rawjson.String(params, "taskId")
+	task := func(id string) json.RawMessage {
+		out := `{"taskId":"` + id + `","status":"` + f.status[id] + `","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":50`
+		switch f.status[id] {
+		case "completed":
+			out += `,"result":{"content":[{"type":"text","text":"done ` + id + `"}]}`
+		case "input_required":
+			out += `,"inputRequests":{"q":{"method":"elicitation/create","params":{"mode":"form","message":"ok?","requestedSchema":{"type":"object"}}}}`
+		}
+		return json.RawMessage(out + "}")
+	}
+	switch method {
+	case "tools/call":
+		f.tasks = append(f.tasks, hooks.TakesTasks)
+		if !hooks.TakesTasks {
+			return json.RawMessage(`{"content":[{"type":"text","text":"sync"}]}`), nil
+		}
+		f.next++
+		id := fmt.Sprintf("up-%d", f.next)
+		f.status[id] = "working"
+		t, _ := rawjson.Set(task(id), "resultType", json.RawMessage(`"task"`))
+		return t, nil
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		if _, ok := f.status[id]; !ok || !hooks.TakesTasks {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "no task %q", id)
+		}
+		switch method {
+		case "tasks/get":
+			return task(id), nil
+		case "tasks/update":
+			f.status[id] = "completed"
+		case "tasks/cancel":
+			f.status[id] = "cancelled"
+		}
+		return json.RawMessage(`{}`), nil
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+func (f *extUpstreamFake) set(id, status string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if status == "" {
+		delete(f.status, id)
+		return
+	}
+	f.status[id] = status
+}
+
+func (f *extUpstreamFake) log() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+// TestTaskExt_Relay: a server that offers the tasks extension gets it
+// declared only for a client that did; its task reaches the client under
+// a sealed id of ours, and tasks/get, tasks/update and tasks/cancel reach
+// it under its own, the result rewritten as a call's and kept.
+func TestTaskExt_Relay(t *testing.T) {
+	f := &extUpstreamFake{status: map[string]string{}}
+	s := newCore(t, upstreamtest.NewManager(f.server("m")), Options{})
+
+	plain := extCall(t, s, modernReq("alice", `{}`, "tools/call", `{"name":"mcp__m__job","arguments":{}}`))
+	if plain.Type != ResultComplete || !strings.Contains(string(plain.Body), "sync") {
+		t.Fatalf("tools/call without the extension = %s %s", plain.Type, plain.Body)
+	}
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__m__job","arguments":{}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	if res.Type != ResultTask || id == "" || strings.Contains(string(res.Body), "up-1") || !strings.Contains(string(res.Body), `"ttlMs":60000`) {
+		t.Fatalf("tools/call = %s %s, want the server's task under our id", res.Type, res.Body)
+	}
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "working" || str(got["taskId"]) != id {
+		t.Errorf("tasks/get = %v", got)
+	}
+	f.set("up-1", "input_required")
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "input_required" || !strings.Contains(string(got["inputRequests"]), `"q"`) {
+		t.Errorf("tasks/get = %v, want the server's inputRequests", got)
+	}
+	ack := extCall(t, s, modernReq("alice", extCaps, "tasks/update", `{"taskId":"`+id+`","inputResponses":{"q":{"action":"accept","content":{}}}}`))
+	if string(ack.Body) != `{}` {
+		t.Errorf("tasks/update = %s", ack.Body)
+	}
+	got := extGet(t, s, "alice", id)
+	if str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), "done up-1") {
+		t.Errorf("tasks/get = %v, want the result", got)
+	}
+	// Kept: the server may forget it now.
+	f.set("up-1", "")
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), "done up-1") {
+		t.Errorf("tasks/get after the server forgot = %v", got)
+	}
+	if _, err := s.Handle(context.Background(), modernReq("bob", extCaps, "tasks/get", `{"taskId":"`+id+`"}`)); err == nil {
+		t.Error("another principal read the task")
+	}
+
+	// A second task: cancelled, then forgotten by the server.
+	res = extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__m__job","arguments":{}}`))
+	id2, _ := rawjson.String(res.Body, "taskId")
+	extCall(t, s, modernReq("alice", extCaps, "tasks/cancel", `{"taskId":"`+id2+`"}`))
+	if got := extGet(t, s, "alice", id2); str(got["status"]) != "cancelled" {
+		t.Errorf("tasks/get after cancel = %v", got)
+	}
+	res = extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__m__job","arguments":{}}`))
+	id3, _ := rawjson.String(res.Body, "taskId")
+	f.set("up-3", "")
+	if got := extGet(t, s, "alice", id3); str(got["status"]) != "failed" || !strings.Contains(string(got["error"]), "no longer knows") {
+		t.Errorf("tasks/get of a forgotten task = %v", got)
+	}
+
+	want := []string{
+		`tools/call {"name":"job","arguments":{}}`,
+		`tools/call {"name":"job","arguments":{}}`,
+		`tasks/get {"taskId":"up-1"}`,
+		`tasks/get {"taskId":"up-1"}`,
+		`tasks/update {"inputResponses":{"q":{"action":"accept","content":{}}},"taskId":"up-1"}`,
+		`tasks/get {"taskId":"up-1"}`,
+		`tools/call {"name":"job","arguments":{}}`,
+		`tasks/cancel {"taskId":"up-2"}`,
+		`tasks/get {"taskId":"up-2"}`,
+		`tools/call {"name":"job","arguments":{}}`,
+		`tasks/get {"taskId":"up-3"}`,
+	}
+	if diff := cmp.Diff(want, f.log()); diff != "" {
+		t.Errorf("the server saw (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]bool{false, true, true, true}, f.tasks); diff != "" {
+		t.Errorf("TakesTasks of the calls (-want +got):\n%s", diff)
+	}
 }

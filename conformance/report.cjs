@@ -43,7 +43,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 // The lists of expected-failures.yaml, one per gateway run.
-const LISTS = ['http', 'stdio', 'modern-http', 'modern-legacy-http', 'modern-stdio', 'client', 'tasks-hosted'];
+const LISTS = ['http', 'stdio', 'modern-http', 'modern-legacy-http', 'modern-stdio', 'client', 'tasks-hosted', 'tasks-relay'];
 
 function readScenarios(dir, prefix = 'server-') {
   const log = fs.readFileSync(path.join(dir, 'conformance.log'), 'utf8');

@@ -46,6 +46,8 @@
 #   (l) tasks-hosted    mcpgw in front of the test server without -tasks (its
 #                       calls run to their end): mcpgw makes them tasks;
 #                       compared with (k)
+#   (m) tasks-relay     mcpgw in front of the test server with -tasks: mcpgw
+#                       relays its tasks; compared with (k)
 # A scenario that passes on the baseline must pass through mcpgw unless it is
 # in the run's list in conformance/expected-failures.yaml; a listed scenario
 # that passes is an error too (remove it from the list). conformance/README.md
@@ -56,7 +58,7 @@
 #   --only RUNS         only these runs, comma-separated, each with its
 #                       baseline: http, stdio (2025); modern-http,
 #                       modern-legacy-http, modern-stdio, client,
-#                       tasks-hosted (2026)
+#                       tasks-hosted, tasks-relay (2026)
 #   --scenario NAME     run one scenario instead of the whole set, in each
 #                       selected run that has it (names: see
 #                       "conformance list" in the README)
@@ -124,7 +126,7 @@ case "$suite" in 2025 | 2026 | all) ;; *) die "--suite takes 2025, 2026 or all" 
 
 # runs: the gateway runs to do, each with its baseline.
 runs_2025=(http stdio)
-runs_2026=(modern-http modern-legacy-http modern-stdio client tasks-hosted)
+runs_2026=(modern-http modern-legacy-http modern-stdio client tasks-hosted tasks-relay)
 runs=()
 if [ -n "$only" ]; then
   IFS=, read -r -a wanted <<<"$only"
@@ -146,7 +148,7 @@ fi
 wants() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 wants_2025() { wants http || wants stdio; }
 wants_2026_server() { wants modern-http || wants modern-legacy-http || wants modern-stdio; }
-wants_tasks() { wants tasks-hosted; }
+wants_tasks() { wants tasks-hosted || wants tasks-relay; }
 wants_2026() { wants_2026_server || wants client || wants_tasks; }
 
 for tool in go node npm sha256sum timeout od; do
@@ -662,6 +664,9 @@ if wants_tasks; then
 fi
 if wants tasks-hosted; then
   tasks_gateway l-tasks-hosted tasks-hosted k-tasks-baseline tasks-hosted
+fi
+if wants tasks-relay; then
+  tasks_gateway m-tasks-relay tasks-relay k-tasks-baseline tasks-relay -tasks
 fi
 
 echo

@@ -239,3 +239,69 @@ servers:
 		}
 	})
 }
+
+// TestTasksModernOnLegacyServer: a 2026-07-28 client's task on a 2025-11-25
+// server with task support of its own (fixtures/taskserver, stdio): the
+// server runs the 2025 task, the client polls the extension's; the
+// server's elicitation while the task is input_required reaches the client
+// as the task's inputRequests, and tasks/update answers it; a tool error
+// is a completed task with isError.
+func TestTasksModernOnLegacyServer(t *testing.T) {
+	const aliceKey = "e2e-tasks-alice-key"
+	g := startGateway(t, baseEnv(), fmt.Sprintf(`
+auth:
+  api_keys:
+    - {principal: alice, key_sha256: %q}
+servers:
+  - {name: legacy, transport: stdio, command: %q, protocol: legacy}
+`, hashToken(aliceKey), bin("taskserver")))
+	g.waitState(t, "legacy", "running")
+	alice := &extClient{t: t, url: g.URL, key: aliceKey, caps: tasksExtCaps}
+
+	created := alice.result("tools/call", map[string]any{"name": "mcp__legacy__compute", "arguments": map[string]any{"seconds": 1, "value": "x"}})
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" || created["task"] != nil || created["ttlMs"] == nil {
+		t.Fatalf("tools/call = %v, want a flat task", created)
+	}
+	if done := alice.await(id, terminalTask); done["status"] != "completed" || firstText(done["result"]) != "value=x" {
+		t.Errorf("tasks/get = %v, want the result inlined", done)
+	}
+
+	created = alice.result("tools/call", map[string]any{"name": "mcp__legacy__fail_task", "arguments": map[string]any{}})
+	id, _ = created["taskId"].(string)
+	done := alice.await(id, terminalTask)
+	if r, _ := done["result"].(map[string]any); done["status"] != "completed" || r["isError"] != true {
+		t.Errorf("tasks/get of a tool error = %v, want completed with isError", done)
+	}
+
+	created = alice.result("tools/call", map[string]any{"name": "mcp__legacy__ask_task", "arguments": map[string]any{"question": "name?"}})
+	id, _ = created["taskId"].(string)
+	asking := alice.await(id, func(task map[string]any) bool {
+		reqs, _ := task["inputRequests"].(map[string]any)
+		return len(reqs) > 0 || terminalTask(task)
+	})
+	reqs, _ := asking["inputRequests"].(map[string]any)
+	if asking["status"] != "input_required" || len(reqs) != 1 {
+		t.Fatalf("tasks/get = %v, want the server's elicitation", asking)
+	}
+	answers := map[string]any{}
+	for k, r := range reqs {
+		if m, _ := r.(map[string]any); m["method"] != "elicitation/create" || strings.Contains(fmt.Sprint(m["params"]), "related-task") {
+			t.Errorf("inputRequests[%s] = %v", k, r)
+		}
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"answer": "Ada"}}
+	}
+	alice.result("tasks/update", map[string]any{"taskId": id, "inputResponses": answers})
+	if done := alice.await(id, terminalTask); done["status"] != "completed" || !strings.Contains(firstText(done["result"]), "Ada") {
+		t.Errorf("tasks/get = %v, want the answer in the result", done)
+	}
+
+	created = alice.result("tools/call", map[string]any{"name": "mcp__legacy__compute", "arguments": map[string]any{"seconds": 60, "value": "long"}})
+	id, _ = created["taskId"].(string)
+	if ack := alice.result("tasks/cancel", map[string]any{"taskId": id}); len(ack) != 2 {
+		t.Errorf("tasks/cancel = %v, want an empty ack", ack)
+	}
+	if done := alice.await(id, terminalTask); done["status"] != "cancelled" {
+		t.Errorf("tasks/get after cancel = %v", done)
+	}
+}

@@ -87,6 +87,9 @@ type extTask struct {
 	// notify is the tools/call's sink until promotion: progress of a task
 	// is not delivered (the extension has none).
 	notify func(method string, params json.RawMessage)
+	// fetch: a tasks/result of a task on a 2025-11-25 server runs in the
+	// background (taskext_bridge.go).
+	fetch bool
 }
 
 type callEnd struct {
@@ -442,6 +445,10 @@ func (s *Server) settleHosted(runCtx context.Context, req *Request, rec store.Ta
 // requests of a running task, or nil).
 func extTaskJSON(rec store.Task, inputs json.RawMessage) json.RawMessage {
 	status := rec.Status
+	if status == taskFailed && rec.Error == nil && rec.Result != nil {
+		// A 2025-11-25 server's tool error: in the extension, a result.
+		status = taskCompleted
+	}
 	if inputs != nil && !terminal(status) {
 		status = taskInputRequired
 	} else if status == taskInputRequired {
@@ -508,6 +515,9 @@ func (s *Server) extTasksGet(ctx context.Context, req *Request) (*Result, error)
 		return nil, err
 	}
 	if !rec.Hosted {
+		if s.bridged(rec) {
+			return s.extBridgedGet(ctx, req, rec)
+		}
 		return s.extRelayedGet(ctx, req, rec)
 	}
 	var inputs json.RawMessage
@@ -537,7 +547,7 @@ func (s *Server) extTasksUpdate(ctx context.Context, req *Request) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	if !rec.Hosted {
+	if !rec.Hosted && !s.bridged(rec) {
 		if terminal(rec.Status) {
 			return complete(json.RawMessage(`{}`)), nil
 		}
@@ -560,7 +570,9 @@ func (s *Server) extTasksCancel(ctx context.Context, req *Request) (*Result, err
 		return nil, err
 	}
 	if !terminal(rec.Status) && !rec.Hosted {
-		if _, err := s.extUpstream(ctx, req, rec, "tasks/cancel"); err != nil {
+		if s.bridged(rec) {
+			s.extBridgedCancel(ctx, req, rec)
+		} else if _, err := s.extUpstream(ctx, req, rec, "tasks/cancel"); err != nil {
 			return nil, err
 		}
 	}

@@ -685,3 +685,54 @@ func TestTaskExt_Relay(t *testing.T) {
 		t.Errorf("TakesTasks of the calls (-want +got):\n%s", diff)
 	}
 }
+
+// TestTaskExt_Bridge: a 2026-07-28 client's task on a 2025-11-25 server
+// whose tool runs as a task there: the server gets the 2025 task param,
+// the client a flat task under our id; tasks/get reaches the server's
+// tasks/get, and its tasks/result once the task is over, inlined and
+// kept; tasks/cancel reaches its tasks/cancel and answers an empty ack.
+func TestTaskExt_Bridge(t *testing.T) {
+	f := newTaskFake()
+	s := newCore(t, upstreamtest.NewManager(f.server("s")), Options{})
+	res := extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__job","arguments":{"value":"v1"}}`))
+	id, _ := rawjson.String(res.Body, "taskId")
+	if res.Type != ResultTask || id == "" || strings.Contains(string(res.Body), "up-1") || !strings.Contains(string(res.Body), `"ttlMs":60000`) || strings.Contains(string(res.Body), `"task"`) {
+		t.Fatalf("tools/call = %s %s, want a flat task under our id", res.Type, res.Body)
+	}
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "working" {
+		t.Errorf("tasks/get = %v", got)
+	}
+	got := extGet(t, s, "alice", id)
+	if str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), "done:v1") || strings.Contains(string(got["result"]), "related-task") {
+		t.Errorf("tasks/get = %v, want the result inlined", got)
+	}
+	if got := extGet(t, s, "alice", id); str(got["status"]) != "completed" {
+		t.Errorf("tasks/get from the record = %v", got)
+	}
+	if _, err := s.Handle(context.Background(), modernReq("bob", extCaps, "tasks/get", `{"taskId":"`+id+`"}`)); err == nil {
+		t.Error("another principal read the task")
+	}
+
+	// A tool that requires a task: a task for a client that declared the
+	// extension, the polled result for one that did not.
+	res = extCall(t, s, modernReq("alice", extCaps, "tools/call", `{"name":"mcp__s__must","arguments":{"value":"v2"}}`))
+	id2, _ := rawjson.String(res.Body, "taskId")
+	if res.Type != ResultTask {
+		t.Fatalf("tools/call of a required tool = %s %s", res.Type, res.Body)
+	}
+	ack := extCall(t, s, modernReq("alice", extCaps, "tasks/cancel", `{"taskId":"`+id2+`"}`))
+	if string(ack.Body) != `{}` {
+		t.Errorf("tasks/cancel = %s, want an empty ack", ack.Body)
+	}
+	if got := extGet(t, s, "alice", id2); str(got["status"]) != "cancelled" {
+		t.Errorf("tasks/get after cancel = %v", got)
+	}
+	res = extCall(t, s, modernReq("alice", `{}`, "tools/call", `{"name":"mcp__s__must","arguments":{"value":"v3"}}`))
+	if res.Type != ResultComplete || !strings.Contains(string(res.Body), "done:v3") {
+		t.Errorf("tools/call without the extension = %s %s, want the polled result", res.Type, res.Body)
+	}
+	want := []string{"tools/call", "tasks/get", "tasks/get", "tasks/result", "tools/call", "tasks/cancel", "tools/call", "tasks/get", "tasks/get", "tasks/result"}
+	if diff := cmp.Diff(want, f.log()); diff != "" {
+		t.Errorf("the server saw (-want +got):\n%s", diff)
+	}
+}

@@ -349,14 +349,21 @@ func (s *Server) gatewayTaskFor(server, caller, upstreamID string) (string, bool
 func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, params json.RawMessage, rename rawjson.Edit) (*Result, error, bool) {
 	cat := s.cat.Load()
 	support := cat.taskSupport[ref]
-	if modernClient(req) && support != "required" {
+	if modernClient(req) {
 		// The extension's tasks are the gateway's choice, not the
 		// client's: params.task is not of this era.
-		params, err := rawjson.Apply(params, rename)
+		renamed, err := rawjson.Apply(params, rename)
 		if err != nil {
 			return nil, invalidParams("params must be a JSON object"), true
 		}
-		return s.extToolsCall(ctx, req, ref, params)
+		_, followUp, _ := rawjson.Get(params, "requestState")
+		switch {
+		case declaresTasks(req.Client.Capabilities) && bridgesTasks(support) && !followUp:
+			res, err := s.extLegacyCall(ctx, req, ref, renamed)
+			return res, err, true
+		case support != "required":
+			return s.extToolsCall(ctx, req, ref, renamed)
+		}
 	}
 	_, asked := req.member(params, "task")
 	if !asked && support != "required" {

@@ -305,3 +305,78 @@ servers:
 		t.Errorf("tasks/get after cancel = %v", done)
 	}
 }
+
+// TestTasksLegacyClientOnModernServer: a 2025-11-25 client's
+// task-augmented calls of tools of a 2026-07-28 server that offers the
+// tasks extension (taskextserver -tasks): a CreateTaskResult under our id;
+// tasks/get and tasks/result (which polls the server's tasks/get) reach
+// the server's task; its input request reaches the client as
+// elicitation/create tied to the task, and the answer reaches the server
+// with tasks/update; tasks/cancel cancels it.
+func TestTasksLegacyClientOnModernServer(t *testing.T) {
+	extURL, ext := startTaskExt(t, "ext", "-tasks")
+	g := startGateway(t, baseEnv(), fmt.Sprintf(`
+tasks:
+  host: false
+servers:
+  - {name: ext, transport: http, url: %q, protocol: modern}
+`, extURL))
+	g.waitState(t, "ext", "running")
+	tc := dialTasks(t, g, nil)
+	// Its tools are listed as tasks the client may ask for, though the
+	// gateway hosts none.
+	var list struct {
+		Tools []struct {
+			Name      string
+			Execution struct{ TaskSupport string }
+		}
+	}
+	json.Unmarshal(tc.call(t, "tools/list", map[string]any{}), &list)
+	for _, tool := range list.Tools {
+		if tool.Execution.TaskSupport != "optional" {
+			t.Errorf("tools/list: %s has taskSupport %q, want optional", tool.Name, tool.Execution.TaskSupport)
+		}
+	}
+
+	taskID := func(res json.RawMessage) string {
+		var r struct {
+			Task struct{ TaskID, Status string }
+		}
+		if err := json.Unmarshal(res, &r); err != nil || r.Task.TaskID == "" || strings.HasPrefix(r.Task.TaskID, "task-") {
+			t.Fatalf("tools/call = %s, want a CreateTaskResult under the gateway's id", res)
+		}
+		return r.Task.TaskID
+	}
+	id := taskID(tc.call(t, "tools/call", map[string]any{"name": "mcp__ext__slow_compute", "arguments": map[string]any{"seconds": 1, "label": "old"}, "task": map[string]any{"ttl": 60000}}))
+	if got := tc.call(t, "tasks/get", map[string]any{"taskId": id}); !strings.Contains(string(got), `"status":"working"`) {
+		t.Errorf("tasks/get = %s", got)
+	}
+	res := tc.call(t, "tasks/result", map[string]any{"taskId": id})
+	if !strings.Contains(string(res), "computed old in 1s") || !strings.Contains(string(res), `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) {
+		t.Errorf("tasks/result = %s, want the result tied to the task", res)
+	}
+
+	id = taskID(tc.call(t, "tools/call", map[string]any{"name": "mcp__ext__confirm_delete", "arguments": map[string]any{"filename": "b.txt"}, "task": map[string]any{}}))
+	res = tc.call(t, "tasks/result", map[string]any{"taskId": id})
+	if !strings.Contains(string(res), "b.txt") {
+		t.Errorf("tasks/result = %s", res)
+	}
+	asked := tc.asked.all()
+	if len(asked) != 1 || !strings.HasPrefix(asked[0], "elicitation/create|") || !strings.Contains(asked[0], `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) {
+		t.Errorf("the client was asked %q, want one elicitation tied to the task", asked)
+	}
+
+	id = taskID(tc.call(t, "tools/call", map[string]any{"name": "mcp__ext__slow_compute", "arguments": map[string]any{"seconds": 60, "label": "long"}, "task": map[string]any{}}))
+	if got := tc.call(t, "tasks/cancel", map[string]any{"taskId": id}); !strings.Contains(string(got), `"status":"cancelled"`) {
+		t.Errorf("tasks/cancel = %s", got)
+	}
+	if e := tc.callErr(t, "tasks/result", map[string]any{"taskId": id}); !strings.Contains(e.Message, "cancelled") {
+		t.Errorf("tasks/result of a cancelled task = %v", e)
+	}
+	log := ext.Stderr()
+	for _, want := range []string{"req method=tools/call tasks=true", "req method=tasks/update tasks=true name=task-", "req method=tasks/cancel tasks=true name=task-"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the server saw no %q:\n%s", want, log)
+		}
+	}
+}

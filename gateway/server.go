@@ -606,6 +606,12 @@ func (s *Server) buildLocked(version uint64) *catalog {
 			order = append(order, st.Name)
 		}
 	}
+	// A server of the tasks extension runs any tool as a task for a 2025
+	// client that asks (taskext_bridge.go).
+	offersTasks := map[string]bool{}
+	for _, st := range servers {
+		offersTasks[st.Name] = st.Era == upstream.EraModern && declaresTasks(st.Capabilities)
+	}
 	cat := buildCatalog(servers, version, catalogInput{
 		settings:   s.settingsOf,
 		naming:     s.naming,
@@ -614,7 +620,7 @@ func (s *Server) buildLocked(version uint64) *catalog {
 		bareServer: bareServer(order, s.settingsOf),
 		hostsTasks: func(server string) bool {
 			sc := s.serverConfig(server)
-			return s.opts.TaskConfig.HostsTasks(&sc)
+			return s.opts.TaskConfig.HostsTasks(&sc) || offersTasks[server]
 		},
 	}, s.logger)
 	for server, ps := range cat.problems {

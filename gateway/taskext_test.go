@@ -736,3 +736,83 @@ func TestTaskExt_Bridge(t *testing.T) {
 		t.Errorf("the server saw (-want +got):\n%s", diff)
 	}
 }
+
+// TestTaskExt_LegacyClientOnExt: a 2025-11-25 client's task-augmented call
+// of a tool of a server that offers the extension: the server is told the
+// extension and its task reaches the client as a CreateTaskResult under
+// our id; tasks/get reaches its tasks/get; tasks/result polls it, asks the
+// client its input requests tied to the task and answers them with
+// tasks/update, and returns the inlined result; tasks/cancel reaches its
+// tasks/cancel.
+func TestTaskExt_LegacyClientOnExt(t *testing.T) {
+	f := &extUpstreamFake{status: map[string]string{}}
+	s := newCore(t, upstreamtest.NewManager(f.server("m")), Options{})
+	var asked []string
+	var askedMu sync.Mutex
+	req := func(method, params string) *Request {
+		return &Request{Method: method, Principal: "alice", Session: "S", Params: json.RawMessage(params),
+			Client: Client{ProtocolVersion: "2025-11-25", Capabilities: json.RawMessage(`{"elicitation":{}}`)},
+			Input: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+				askedMu.Lock()
+				defer askedMu.Unlock()
+				asked = append(asked, method+" "+string(params))
+				return json.RawMessage(`{"action":"accept","content":{}}`), nil
+			}}
+	}
+	body, err := call(t, s, req("tools/call", `{"name":"mcp__m__job","arguments":{},"task":{"ttl":60000}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, status := taskOf(t, body)
+	if id == "" || status != "working" || strings.Contains(string(body), "up-1") || !strings.Contains(string(body), `"ttl":60000`) {
+		t.Fatalf("tools/call = %s, want a CreateTaskResult under our id", body)
+	}
+	body, err = call(t, s, req("tasks/get", `{"taskId":"`+id+`"}`))
+	if _, st := taskOf(t, body); err != nil || st != "working" || !strings.Contains(string(body), id) {
+		t.Errorf("tasks/get = %s, %v", body, err)
+	}
+	// input_required: tasks/result asks the client, tied to the task, and
+	// the server completes on tasks/update.
+	f.set("up-1", "input_required")
+	body, err = call(t, s, req("tasks/result", `{"taskId":"`+id+`"}`))
+	if err != nil || !strings.Contains(string(body), "done up-1") {
+		t.Fatalf("tasks/result = %s, %v", body, err)
+	}
+	if got, _ := relatedTaskID(body); got != id {
+		t.Errorf("tasks/result not tied to the task: %s", body)
+	}
+	askedMu.Lock()
+	if len(asked) != 1 || !strings.HasPrefix(asked[0], "elicitation/create ") || !strings.Contains(asked[0], `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) {
+		t.Errorf("the client was asked %q, want the elicitation tied to the task", asked)
+	}
+	askedMu.Unlock()
+	body, err = call(t, s, req("tasks/get", `{"taskId":"`+id+`"}`))
+	if _, st := taskOf(t, body); err != nil || st != "completed" {
+		t.Errorf("tasks/get after = %s, %v", body, err)
+	}
+
+	body, err = call(t, s, req("tools/call", `{"name":"mcp__m__job","arguments":{},"task":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, _ := taskOf(t, body)
+	body, err = call(t, s, req("tasks/cancel", `{"taskId":"`+id2+`"}`))
+	if _, st := taskOf(t, body); err != nil || st != "cancelled" {
+		t.Errorf("tasks/cancel = %s, %v", body, err)
+	}
+	want := []string{
+		`tools/call {"name":"job","arguments":{}}`,
+		`tasks/get {"taskId":"up-1"}`,
+		`tasks/get {"taskId":"up-1"}`,
+		`tasks/update {"inputResponses":{"q":{"action":"accept","content":{}}},"taskId":"up-1"}`,
+		`tasks/get {"taskId":"up-1"}`,
+		`tools/call {"name":"job","arguments":{}}`,
+		`tasks/cancel {"taskId":"up-2"}`,
+	}
+	if diff := cmp.Diff(want, f.log()); diff != "" {
+		t.Errorf("the server saw (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]bool{true, true}, f.tasks); diff != "" {
+		t.Errorf("TakesTasks of the calls (-want +got):\n%s", diff)
+	}
+}

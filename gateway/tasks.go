@@ -383,6 +383,9 @@ func (s *Server) taskCall(ctx context.Context, req *Request, ref naming.Ref, par
 	case asked && (support == "optional" || support == "required"):
 		res, err := s.relayTask(ctx, req, ref, params)
 		return res, err, true
+	case asked && s.offersTasks(ref.Server):
+		res, err := s.legacyExtTask(ctx, req, ref, params)
+		return res, err, true
 	case asked && s.opts.TaskConfig.HostsTasks(ptrServer(s.serverConfig(ref.Server))):
 		res, err := s.hostTask(ctx, req, ref, params)
 		return res, err, true
@@ -485,6 +488,9 @@ func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !rec.Hosted && s.offersTasks(rec.Server) {
+		return s.legacyExtGet(ctx, req, rec)
+	}
 	if wantsResult(rec) {
 		rec = s.keepResult(ctx, req, rec) // not kept when it finished
 	}
@@ -525,6 +531,9 @@ func (s *Server) tasksCancel(ctx context.Context, req *Request) (*Result, error)
 	if terminal(rec.Status) {
 		return nil, invalidParams("task %q is already %s and cannot be cancelled", shorten(rec.ID), rec.Status)
 	}
+	if !rec.Hosted && s.offersTasks(rec.Server) {
+		return s.legacyExtCancel(ctx, req, rec)
+	}
 	if rec.Hosted {
 		s.tasks.mu.Lock()
 		lt := s.tasks.live[rec.ID]
@@ -557,6 +566,9 @@ func (s *Server) tasksResult(ctx context.Context, req *Request) (*Result, error)
 	}
 	if rec.Hosted {
 		return s.hostedResult(ctx, req, rec)
+	}
+	if s.offersTasks(rec.Server) {
+		return s.legacyExtResult(ctx, req, rec)
 	}
 	return s.relayedResult(ctx, req, rec)
 }

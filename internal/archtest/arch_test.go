@@ -47,6 +47,7 @@ var allowed = map[string][]string{
 	"e2e/fixtures/relayserver":      {"e2e/fixtures/internal/fixture"},
 	"e2e/fixtures/serverrequests":   {"e2e/fixtures/internal/fixture"},
 	"e2e/fixtures/eraserver":        {"e2e/fixtures/internal/fixture"},
+	"e2e/fixtures/bridgeserver":     {"e2e/fixtures/internal/fixture"},
 	"e2e/fixtures/internal/fixture": {},
 
 	"internal/rawclient":         {},

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -193,10 +194,14 @@ func (b *inputBox) requests(edit func(method string, params json.RawMessage) jso
 		if edit != nil {
 			params = edit(in.method, params)
 		}
-		if len(params) > 0 {
-			out = append(out, `,"params":`...)
-			out = append(out, params...)
+		// A server may send roots/list without params; clients (the
+		// Go SDK's among them) decode an input request's params as an
+		// object, so it always has one.
+		if p := bytes.TrimSpace(params); len(p) == 0 || string(p) == "null" {
+			params = json.RawMessage("{}")
 		}
+		out = append(out, `,"params":`...)
+		out = append(out, params...)
 		out = append(out, '}')
 	}
 	return append(out, '}')

@@ -198,6 +198,11 @@ func TestParked_RoundTrips(t *testing.T) {
 		if len(keys) != 3 || keys["elicitation/create"] == "" || keys["sampling/createMessage"] == "" || keys["roots/list"] == "" {
 			t.Fatalf("one round with %v, want elicitation, sampling and roots: %s", keys, res.Body)
 		}
+		// The server sent roots/list without params; clients decode
+		// them as an object.
+		if !strings.Contains(string(res.Body), `"method":"roots/list","params":{}`) {
+			t.Errorf("roots/list without params, want {}: %s", res.Body)
+		}
 		res, err = modernCall(s, ctx, "alice", "tools/call", followUp("all", state, map[string]string{
 			keys["elicitation/create"]:     `{"action":"decline"}`,
 			keys["sampling/createMessage"]: `{"role":"assistant","model":"m","content":{"type":"text","text":"hi"}}`,

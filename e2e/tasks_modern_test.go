@@ -66,7 +66,9 @@ func (c *extClient) post(method string, params map[string]any) rpcMessage {
 		c.t.Fatal(err)
 	}
 	h := http.Header{}
-	h.Set("Authorization", "Bearer "+c.key)
+	if c.key != "" {
+		h.Set("Authorization", "Bearer "+c.key)
+	}
 	h.Set("MCP-Protocol-Version", modernVersion)
 	h.Set("Mcp-Method", method)
 	switch method {

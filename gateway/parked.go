@@ -438,9 +438,11 @@ func (s *Server) runParked(ctx context.Context, req *Request, pc *parkedCall, se
 
 // parkedInput is the Request.Input of a parked call's background call. A
 // request the client did not answer within input_timeout while no
-// request of it waits on the call ends the call: the server gets the
-// answer of a silent client (askClient), and the call's cancellation,
-// since nobody will take its result; a late follow-up finds it over.
+// request of it waits on the call unparks the call: the server gets the
+// answer of a silent client (askClient), as does any request it sends
+// after, at once, and the call runs to its end (within its timeout)
+// unread; a late follow-up finds it over. It is not cancelled, so the
+// server sees the answer rather than a cancellation racing it.
 func (s *Server) parkedInput(pc *parkedCall) func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	return func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		res, err := pc.box.ask(ctx, method, params)
@@ -450,14 +452,15 @@ func (s *Server) parkedInput(pc *parkedCall) func(ctx context.Context, method st
 			pc.mu.Unlock()
 			if !waited {
 				s.unpark(pc)
-				pc.cancel(errParkedExpired)
+				pc.box.close(errParkedExpired)
 			}
 		}
 		return res, err
 	}
 }
 
-// errParkedExpired cancels a parked call whose client did not come back.
+// errParkedExpired closes the input of a parked call whose client did not
+// come back.
 var errParkedExpired = errors.New("the client did not answer within input_timeout")
 
 // errGatewayClosed cancels the parked calls of a gateway shutting down.

@@ -355,8 +355,11 @@ func (s *Server) askClient(ctx context.Context, server, method string, params js
 		return nil, err
 	}
 	reason := "the client could not be asked"
-	if errors.Is(context.Cause(ictx), errInputTimeout) {
+	switch {
+	case errors.Is(context.Cause(ictx), errInputTimeout):
 		reason = "the client did not answer within input_timeout"
+	case errors.Is(err, errParkedExpired):
+		reason = "the client did not come back for the call within input_timeout"
 	}
 	s.logger.Info("no answer from the client; answering the server for it", "server", server, "method", method, "session_id", a.session, "err", err)
 	return s.answerFor(server, method, reason)

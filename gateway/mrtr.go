@@ -138,6 +138,58 @@ func isInputRequired(body json.RawMessage) bool {
 	return typ == string(ResultInputRequired)
 }
 
+// inputRound returns the input requests of a server's input_required
+// body, the round-th of one method call, with their keys: the three kinds
+// a client can be asked, a URL-mode elicitation only from a server whose
+// sessions belong to one user, and at most maxInputRounds rounds.
+func (s *Server) inputRound(server, method string, round int, body json.RawMessage) ([]string, []*jsonrpc.Message, error) {
+	if round > maxInputRounds {
+		return nil, nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
+			fmt.Sprintf("server %q asked for input %d times in one %s; the gateway gave up the call", server, maxInputRounds, method),
+			errorData{Server: server})
+	}
+	requests, _, _ := rawjson.Get(body, "inputRequests")
+	var keys []string
+	var msgs []*jsonrpc.Message
+	var bad error
+	rawjson.Members(requests, func(key, val []byte) bool {
+		name, err := rawjson.Unquote(key)
+		if err != nil {
+			return true
+		}
+		m := &jsonrpc.Message{}
+		m.Method, _ = rawjson.String(val, "method")
+		m.Params, _, _ = rawjson.Get(val, "params")
+		switch m.Method {
+		case "elicitation/create", "sampling/createMessage", "roots/list":
+		default:
+			bad = jsonrpc.NewError(jsonrpc.CodeInternalError,
+				fmt.Sprintf("server %q asked for input of an unknown kind %q", server, m.Method), errorData{Server: server})
+			return false
+		}
+		if mode, _ := rawjson.String(m.Params, "mode"); m.Method == "elicitation/create" && mode == "url" && !s.userBound(server) {
+			bad = refusedURLElicitation(server)
+			return false
+		}
+		keys, msgs = append(keys, name), append(msgs, m)
+		return true
+	})
+	return keys, msgs, bad
+}
+
+// nextRound is the params of the call that answers body's input requests
+// with responses: the call's params, the answers and the server's state.
+func nextRound(params, body json.RawMessage, responses map[string]json.RawMessage) (json.RawMessage, error) {
+	next, err := rawjson.Set(params, "inputResponses", mustJSON(responses))
+	if err != nil {
+		return nil, err
+	}
+	if state, ok, _ := rawjson.Get(body, "requestState"); ok {
+		return rawjson.Set(next, "requestState", state)
+	}
+	return rawjson.Delete(next, "requestState")
+}
+
 // driveInput answers a 2026-07-28 server's input_required results for a
 // client of the session era, which has no such result: it asks the client
 // each input request as it asks the server's own requests during a call
@@ -154,57 +206,19 @@ func (s *Server) driveInput(ctx context.Context, req *Request, server, method st
 		noInput: "the client's request cannot carry a request to it",
 	}
 	for round := 1; isInputRequired(body); round++ {
-		if round > maxInputRounds {
-			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
-				fmt.Sprintf("server %q asked for input %d times in one %s; the gateway gave up the call", server, maxInputRounds, method),
-				errorData{Server: server})
+		keys, msgs, err := s.inputRound(server, method, round, body)
+		if err != nil {
+			return nil, err
 		}
-		requests, _, _ := rawjson.Get(body, "inputRequests")
-		responses := map[string]json.RawMessage{}
-		var askErr error
-		rawjson.Members(requests, func(key, val []byte) bool {
-			name, err := rawjson.Unquote(key)
-			if err != nil {
-				return true
-			}
-			m := &jsonrpc.Message{}
-			m.Method, _ = rawjson.String(val, "method")
-			m.Params, _, _ = rawjson.Get(val, "params")
-			switch m.Method {
-			case "elicitation/create", "sampling/createMessage", "roots/list":
-			default:
-				askErr = jsonrpc.NewError(jsonrpc.CodeInternalError,
-					fmt.Sprintf("server %q asked for input of an unknown kind %q", server, m.Method), errorData{Server: server})
-				return false
-			}
-			if mode, _ := rawjson.String(m.Params, "mode"); m.Method == "elicitation/create" && mode == "url" && !s.userBound(server) {
-				askErr = refusedURLElicitation(server)
-				return false
-			}
+		responses := make(map[string]json.RawMessage, len(keys))
+		for i, m := range msgs {
 			res, err := s.ask(ctx, server, who, m, asker)
 			if err != nil {
-				askErr = err
-				return false
+				return nil, err
 			}
-			responses[name] = res
-			return true
-		})
-		if askErr != nil {
-			return nil, askErr
+			responses[keys[i]] = res
 		}
-		answers, err := json.Marshal(responses)
-		if err != nil {
-			return nil, err
-		}
-		next, err := rawjson.Set(params, "inputResponses", answers)
-		if err != nil {
-			return nil, err
-		}
-		if state, ok, _ := rawjson.Get(body, "requestState"); ok {
-			next, err = rawjson.Set(next, "requestState", state)
-		} else {
-			next, err = rawjson.Delete(next, "requestState")
-		}
+		next, err := nextRound(params, body, responses)
 		if err != nil {
 			return nil, err
 		}

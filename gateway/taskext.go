@@ -320,39 +320,9 @@ func (s *Server) runExtCall(ctx context.Context, req *Request, server string, x 
 func (s *Server) driveTaskInput(ctx context.Context, req *Request, server string, who upstream.Caller, params, body json.RawMessage) (json.RawMessage, error) {
 	asker := clientAsker{caps: req.Client.Capabilities, input: req.Input, noInput: "the task cannot ask its client"}
 	for round := 1; isInputRequired(body); round++ {
-		if round > maxInputRounds {
-			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError,
-				fmt.Sprintf("server %q asked for input %d times in one tools/call; the gateway gave up the call", server, maxInputRounds),
-				errorData{Server: server})
-		}
-		requests, _, _ := rawjson.Get(body, "inputRequests")
-		var keys []string
-		var msgs []*jsonrpc.Message
-		var bad error
-		rawjson.Members(requests, func(key, val []byte) bool {
-			name, err := rawjson.Unquote(key)
-			if err != nil {
-				return true
-			}
-			m := &jsonrpc.Message{}
-			m.Method, _ = rawjson.String(val, "method")
-			m.Params, _, _ = rawjson.Get(val, "params")
-			switch m.Method {
-			case "elicitation/create", "sampling/createMessage", "roots/list":
-			default:
-				bad = jsonrpc.NewError(jsonrpc.CodeInternalError,
-					fmt.Sprintf("server %q asked for input of an unknown kind %q", server, m.Method), errorData{Server: server})
-				return false
-			}
-			if mode, _ := rawjson.String(m.Params, "mode"); m.Method == "elicitation/create" && mode == "url" && !s.userBound(server) {
-				bad = refusedURLElicitation(server)
-				return false
-			}
-			keys, msgs = append(keys, name), append(msgs, m)
-			return true
-		})
-		if bad != nil {
-			return nil, bad
+		keys, msgs, err := s.inputRound(server, "tools/call", round, body)
+		if err != nil {
+			return nil, err
 		}
 		actx, cancel := context.WithCancel(ctx)
 		answers := make([]json.RawMessage, len(msgs))
@@ -380,15 +350,7 @@ func (s *Server) driveTaskInput(ctx context.Context, req *Request, server string
 		for i, k := range keys {
 			responses[k] = answers[i]
 		}
-		next, err := rawjson.Set(params, "inputResponses", mustJSON(responses))
-		if err != nil {
-			return nil, err
-		}
-		if state, ok, _ := rawjson.Get(body, "requestState"); ok {
-			next, err = rawjson.Set(next, "requestState", state)
-		} else {
-			next, err = rawjson.Delete(next, "requestState")
-		}
+		next, err := nextRound(params, body, responses)
 		if err != nil {
 			return nil, err
 		}
@@ -717,11 +679,7 @@ func (s *Server) extRelayedGet(ctx context.Context, req *Request, rec store.Task
 	}
 	body, err := s.extUpstream(ctx, req, rec, "tasks/get")
 	if err != nil {
-		var jerr *jsonrpc.Error
-		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
-			rec.Status, rec.StatusMessage, rec.UpdatedAt = taskFailed, fmt.Sprintf("server %q no longer knows this task", rec.Server), time.Now()
-			rec.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
-			s.saveTask(rec)
+		if s.forgotten(&rec, err) {
 			return complete(extTaskJSON(rec, nil)), nil
 		}
 		return nil, err

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -113,11 +112,7 @@ func (s *Server) extBridgedGet(ctx context.Context, req *Request, rec store.Task
 	}
 	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, onlyCall)
 	if err != nil {
-		var jerr *jsonrpc.Error
-		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
-			rec.Status, rec.StatusMessage, rec.UpdatedAt = taskFailed, fmt.Sprintf("server %q no longer knows this task", rec.Server), time.Now()
-			rec.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
-			s.saveTask(rec)
+		if s.forgotten(&rec, err) {
 			return complete(extTaskJSON(rec, nil)), nil
 		}
 		return nil, err
@@ -290,11 +285,7 @@ func (s *Server) pollExt(ctx context.Context, req *Request, rec store.Task) (sto
 	req.takesTasks = true
 	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, 0)
 	if err != nil {
-		var jerr *jsonrpc.Error
-		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
-			rec.Status, rec.StatusMessage, rec.UpdatedAt = taskFailed, fmt.Sprintf("server %q no longer knows this task", rec.Server), time.Now()
-			rec.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
-			s.saveTask(rec)
+		if s.forgotten(&rec, err) {
 			return rec, nil, nil
 		}
 		return rec, nil, err

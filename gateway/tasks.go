@@ -499,10 +499,7 @@ func (s *Server) tasksGet(ctx context.Context, req *Request) (*Result, error) {
 	}
 	body, err := s.forwardAs(ctx, req, rec.Server, callerOf(rec), "tasks/get", mustJSON(map[string]string{"taskId": rec.UpstreamID}), 0, 0)
 	if err != nil {
-		var jerr *jsonrpc.Error
-		if errors.As(err, &jerr) && jerr.Code == jsonrpc.CodeInvalidParams {
-			rec.Status, rec.StatusMessage, rec.UpdatedAt = taskFailed, fmt.Sprintf("server %q no longer knows this task", rec.Server), time.Now()
-			s.saveTask(rec)
+		if s.forgotten(&rec, err) {
 			return complete(taskJSON(rec)), nil
 		}
 		return nil, err
@@ -630,6 +627,20 @@ func (s *Server) keepResultLater(rec store.Task) {
 		defer s.tasks.bg.Done()
 		s.keepResult(s.life, req, rec)
 	}()
+}
+
+// forgotten reports whether err, the answer to tasks/get of a relayed
+// task, says its server no longer knows it (-32602); if so rec is failed,
+// with that error as its end, and saved.
+func (s *Server) forgotten(rec *store.Task, err error) bool {
+	var jerr *jsonrpc.Error
+	if !errors.As(err, &jerr) || jerr.Code != jsonrpc.CodeInvalidParams {
+		return false
+	}
+	rec.Status, rec.StatusMessage, rec.UpdatedAt = taskFailed, fmt.Sprintf("server %q no longer knows this task", rec.Server), time.Now()
+	rec.Error = mustJSON(jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", rec.StatusMessage))
+	s.saveTask(*rec)
+	return true
 }
 
 // fetchResult asks the server for a relayed task's result (tasks/result

@@ -257,6 +257,7 @@ func New(opts Options) (*Server, error) {
 	if opts.TaskConfig.MaxTTL <= 0 {
 		opts.TaskConfig.MaxTTL = config.Duration(config.DefaultTaskMaxTTL)
 	}
+	opts.Tasks = keptAtMost{opts.Tasks, time.Duration(opts.TaskConfig.MaxTTL)}
 	if opts.TaskConfig.PollInterval <= 0 {
 		opts.TaskConfig.PollInterval = config.Duration(config.DefaultTaskPollInterval)
 	}

@@ -68,6 +68,29 @@ type TaskStore interface {
 
 var _ TaskStore = (*store.SQLite)(nil)
 
+// keptAtMost is a TaskStore that keeps no record longer than max after
+// its creation, whatever lifetime a server claims for its task (or none):
+// a server cannot make the gateway's store grow for ever.
+type keptAtMost struct {
+	TaskStore
+	max time.Duration
+}
+
+func (k keptAtMost) PutTask(ctx context.Context, t store.Task) error {
+	if t.TTL != nil && *t.TTL > k.max {
+		d := k.max
+		t.TTL = &d
+	}
+	limit := t.CreatedAt.Add(k.max)
+	if t.ExpiresAt.IsZero() && t.TTL != nil {
+		t.ExpiresAt = t.CreatedAt.Add(*t.TTL)
+	}
+	if t.ExpiresAt.IsZero() || t.ExpiresAt.After(limit) {
+		t.ExpiresAt = limit
+	}
+	return k.TaskStore.PutTask(ctx, t)
+}
+
 // tasks is the core's task state beyond the store: what lives only while
 // the process does.
 type tasks struct {

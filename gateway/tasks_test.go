@@ -519,3 +519,38 @@ func TestTasks_RelayedAcrossRestart(t *testing.T) {
 		t.Errorf("tasks/get of a task the server forgot = %s, %v; want failed saying so", body, err)
 	}
 }
+
+// TestKeptAtMost: whatever lifetime a server claims for its task, or
+// none, the gateway keeps the record at most max_ttl after its creation.
+func TestKeptAtMost(t *testing.T) {
+	created := time.Now().UTC().Truncate(time.Millisecond)
+	dur := func(d time.Duration) *time.Duration { return &d }
+	for _, tc := range []struct {
+		name    string
+		ttl     *time.Duration
+		expires time.Time
+		wantTTL *time.Duration
+		want    time.Time
+	}{
+		{"no lifetime", nil, time.Time{}, nil, created.Add(time.Hour)},
+		{"a longer ttl", dur(1000 * time.Hour), time.Time{}, dur(time.Hour), created.Add(time.Hour)},
+		{"a shorter ttl", dur(time.Minute), time.Time{}, dur(time.Minute), created.Add(time.Minute)},
+		{"a later expiry", dur(time.Minute), created.Add(48 * time.Hour), dur(time.Minute), created.Add(time.Hour)},
+		{"an earlier expiry", nil, created.Add(time.Second), nil, created.Add(time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := keptAtMost{store.NewMemory(), time.Hour}
+			err := k.PutTask(context.Background(), store.Task{ID: "t", Owner: "o", Status: taskWorking, CreatedAt: created, UpdatedAt: created, TTL: tc.ttl, ExpiresAt: tc.expires})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := k.GetTask(context.Background(), "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.ExpiresAt.Equal(tc.want) || !cmp.Equal(got.TTL, tc.wantTTL) {
+				t.Errorf("kept ttl %v until %v, want ttl %v until %v", got.TTL, got.ExpiresAt, tc.wantTTL, tc.want)
+			}
+		})
+	}
+}

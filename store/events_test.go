@@ -15,25 +15,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// eventStore is the event half of both implementations. Every events test
-// that is not about SQLite alone runs against each of them through
-// forEachEventStore, so that Memory is held to SQLite's behaviour.
+// eventStore is the event half of the contract (contract_test.go).
 type eventStore interface {
 	AddEvent(context.Context, Event) (uint64, error)
 	AddRepeat(context.Context, uint64) error
 	ListEvents(ctx context.Context, server, method string, after uint64, limit int) ([]Event, error)
 }
 
-var (
-	_ eventStore = (*SQLite)(nil)
-	_ eventStore = (*Memory)(nil)
-)
-
-// forEachEventStore runs f in a subtest on a new store of each
-// implementation. If now is not nil, it is the store's clock.
+// forEachEventStore is forEachStore for the events tests.
 func forEachEventStore(t *testing.T, now func() time.Time, f func(t *testing.T, s eventStore)) {
 	t.Helper()
-	forEachStore(t, now, func(t *testing.T, s serverStore) { f(t, s.(eventStore)) })
+	forEachStore(t, now, func(t *testing.T, s contractStore) { f(t, s) })
 }
 
 // setMaxEvents lowers MaxEvents for one test.
@@ -262,9 +254,7 @@ func TestAddRepeat(t *testing.T) {
 func TestAddEvent_Trim(t *testing.T) {
 	forEachEventStore(t, nil, func(t *testing.T, s eventStore) {
 		setMaxEvents(t, 5)
-		if sq, ok := s.(*SQLite); ok {
-			sq.deleteBatch = 2
-		}
+		setDeleteBatch(s.(contractStore), 2)
 		ctx := t.Context()
 		for i := range 12 {
 			addEvents(t, s, uint64(i+1), ev(i, "a", "event/x", fmt.Sprintf(`{"i":%d}`, i)))

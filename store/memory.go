@@ -72,9 +72,15 @@ func (m *Memory) PutTask(ctx context.Context, t Task) error {
 	if err := checkTask(t); err != nil {
 		return fmt.Errorf("putting a task: %w", err)
 	}
+	t = normalize(t)
+	if !t.ExpiresAt.IsZero() {
+		if err := checkTime("ExpiresAt", t.ExpiresAt); err != nil {
+			return fmt.Errorf("putting a task: %w", err)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.tasks[t.ID] = normalize(t)
+	m.tasks[t.ID] = t
 	return nil
 }
 

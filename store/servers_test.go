@@ -13,47 +13,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// serverStore is the server half of both implementations. Every servers
-// test runs against each of them through forEachStore, so that Memory is
-// held to SQLite's behaviour case by case.
+// serverStore is the server half of the contract (contract_test.go).
 type serverStore interface {
 	PutServer(context.Context, Server) (bool, error)
 	GetServer(context.Context, string) (Server, error)
 	ListServers(context.Context) ([]Server, error)
 	DeleteServer(context.Context, string) error
-}
-
-var (
-	_ serverStore = (*SQLite)(nil)
-	_ serverStore = (*Memory)(nil)
-)
-
-// forEachStore runs f in a subtest on a new store of each implementation.
-// If now is not nil, it is the store's clock.
-func forEachStore(t *testing.T, now func() time.Time, f func(t *testing.T, s serverStore)) {
-	t.Helper()
-	impls := []struct {
-		name string
-		open func(t *testing.T) serverStore
-	}{
-		{"sqlite", func(t *testing.T) serverStore {
-			s := openTest(t)
-			if now != nil {
-				s.now = now
-			}
-			return s
-		}},
-		{"memory", func(t *testing.T) serverStore {
-			m := NewMemory()
-			if now != nil {
-				m.now = now
-			}
-			return m
-		}},
-	}
-	for _, impl := range impls {
-		t.Run(impl.name, func(t *testing.T) { f(t, impl.open(t)) })
-	}
 }
 
 // apiServer is a server registered through the admin API with entry as its
@@ -246,7 +211,7 @@ func TestServers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var now time.Time
-			forEachStore(t, func() time.Time { return now }, func(t *testing.T, s serverStore) {
+			forEachStore(t, func() time.Time { return now }, func(t *testing.T, s contractStore) {
 				ctx := t.Context()
 				for i, st := range tt.steps {
 					now = at(i)
@@ -307,7 +272,7 @@ func TestServers(t *testing.T) {
 // TestServers_OwnCopy checks that a store shares no memory with its
 // callers: changing what was put or what was got changes nothing stored.
 func TestServers_OwnCopy(t *testing.T) {
-	forEachStore(t, nil, func(t *testing.T, s serverStore) {
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
 		ctx := t.Context()
 		put := apiServer("github", `{"v":1}`)
 		put.Enabled = ptr(true)
@@ -364,7 +329,7 @@ func TestPutServer_Invalid(t *testing.T) {
 			return s
 		}(), "CreatedAt is outside"},
 	}
-	forEachStore(t, nil, func(t *testing.T, s serverStore) {
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
 		// Every invalid put is of an existing name (but the nameless one)
 		// and must leave its record as it was.
 		if _, err := s.PutServer(t.Context(), configServer("github", true)); err != nil {
@@ -403,7 +368,7 @@ func TestPutServer_Invalid(t *testing.T) {
 }
 
 func TestServers_ContextCancelled(t *testing.T) {
-	forEachStore(t, nil, func(t *testing.T, s serverStore) {
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
 		if _, err := s.PutServer(t.Context(), configServer("github", true)); err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +401,7 @@ func TestServers_ContextCancelled(t *testing.T) {
 // never moves, and no read sees a torn record (an entry of one put with the
 // override of another).
 func TestPutServer_Concurrent(t *testing.T) {
-	forEachStore(t, nil, func(t *testing.T, s serverStore) {
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
 		ctx := t.Context()
 		const goroutines, rounds = 20, 5
 		type entry struct{ G, R int }

@@ -12,8 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// sessionStore is the session half of both implementations; every
-// sessions test runs against each of them.
+// sessionStore is the session half of the contract (contract_test.go).
 type sessionStore interface {
 	PutSession(context.Context, Session) error
 	GetSession(context.Context, string) (Session, error)
@@ -23,15 +22,9 @@ type sessionStore interface {
 	ListSessions(context.Context, time.Time, int) ([]Session, error)
 }
 
-var (
-	_ sessionStore = (*SQLite)(nil)
-	_ sessionStore = (*Memory)(nil)
-)
-
 func forEachSessionStore(t *testing.T, f func(t *testing.T, s sessionStore)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) { f(t, openTest(t)) })
-	t.Run("memory", func(t *testing.T) { f(t, NewMemory()) })
+	forEachStore(t, nil, func(t *testing.T, s contractStore) { f(t, s) })
 }
 
 func session(id string, active time.Time) Session {
@@ -282,22 +275,23 @@ func TestSessions_ContextCancelled(t *testing.T) {
 // TestDeleteIdleSessions_Batches deletes more idle sessions than one
 // DELETE takes.
 func TestDeleteIdleSessions_Batches(t *testing.T) {
-	s := openTest(t)
-	s.deleteBatch = 2
-	now := time.Now()
-	for _, id := range []string{"a", "b", "c", "d", "e"} {
-		if err := s.PutSession(t.Context(), session(id, now)); err != nil {
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		setDeleteBatch(s, 2)
+		now := time.Now()
+		for _, id := range []string{"a", "b", "c", "d", "e"} {
+			if err := s.PutSession(t.Context(), session(id, now)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.PutSession(t.Context(), session("f", now.Add(time.Hour))); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := s.PutSession(t.Context(), session("f", now.Add(time.Hour))); err != nil {
-		t.Fatal(err)
-	}
-	n, err := s.DeleteIdleSessions(t.Context(), now.Add(time.Minute))
-	if err != nil || n != 5 {
-		t.Fatalf("DeleteIdleSessions = %d, %v; want 5", n, err)
-	}
-	if _, ok := getSession(t, s, "f"); !ok {
-		t.Error("the active session went too")
-	}
+		n, err := s.DeleteIdleSessions(t.Context(), now.Add(time.Minute))
+		if err != nil || n != 5 {
+			t.Fatalf("DeleteIdleSessions = %d, %v; want 5", n, err)
+		}
+		if _, ok := getSession(t, s, "f"); !ok {
+			t.Error("the active session went too")
+		}
+	})
 }

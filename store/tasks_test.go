@@ -157,65 +157,66 @@ func TestPutTask_RoundTrip(t *testing.T) {
 			},
 		},
 	}
-	s := openTest(t)
-	s.now = func() time.Time { return base }
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := s.PutTask(t.Context(), tt.put); err != nil {
-				t.Fatal(err)
-			}
-			got, err := s.GetTask(t.Context(), tt.put.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := tt.want
-			if want.ID == "" {
-				want = tt.put
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("GetTask (-want +got):\n%s", diff)
-			}
-			// cmp compares times with Equal; the zone must be UTC too.
-			for _, tm := range []time.Time{got.CreatedAt, got.UpdatedAt, got.ExpiresAt} {
-				if tm.Location() != time.UTC {
-					t.Errorf("time %v is in %v, want UTC", tm, tm.Location())
+	forEachStore(t, func() time.Time { return base }, func(t *testing.T, s contractStore) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if err := s.PutTask(t.Context(), tt.put); err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
-	}
+				got, err := s.GetTask(t.Context(), tt.put.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := tt.want
+				if want.ID == "" {
+					want = tt.put
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("GetTask (-want +got):\n%s", diff)
+				}
+				// cmp compares times with Equal; the zone must be UTC too.
+				for _, tm := range []time.Time{got.CreatedAt, got.UpdatedAt, got.ExpiresAt} {
+					if tm.Location() != time.UTC {
+						t.Errorf("time %v is in %v, want UTC", tm, tm.Location())
+					}
+				}
+			})
+		}
+	})
 }
 
 func TestPutTask_Replaces(t *testing.T) {
-	s := openTest(t)
-	ctx := t.Context()
-	first := task("t1", "principal:alice")
-	first.TTL = ptr(time.Hour * 24 * 365 * 100)
-	first.Result = json.RawMessage(`{"partial":true}`)
-	if err := s.PutTask(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	second := task("t1", "principal:alice")
-	second.Status = "completed"
-	second.StatusMessage = "done"
-	second.UpdatedAt = base.Add(time.Minute)
-	second.Error = json.RawMessage(`{"code":-32603,"message":"internal"}`)
-	if err := s.PutTask(ctx, second); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.GetTask(ctx, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(second, got); diff != "" {
-		t.Errorf("GetTask after replacing (-want +got):\n%s", diff)
-	}
-	all, err := s.ListTasks(ctx, "principal:alice", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != 1 {
-		t.Errorf("ListTasks = %d tasks, want 1", len(all))
-	}
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		ctx := t.Context()
+		first := task("t1", "principal:alice")
+		first.TTL = ptr(time.Hour * 24 * 365 * 100)
+		first.Result = json.RawMessage(`{"partial":true}`)
+		if err := s.PutTask(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		second := task("t1", "principal:alice")
+		second.Status = "completed"
+		second.StatusMessage = "done"
+		second.UpdatedAt = base.Add(time.Minute)
+		second.Error = json.RawMessage(`{"code":-32603,"message":"internal"}`)
+		if err := s.PutTask(ctx, second); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetTask(ctx, "t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(second, got); diff != "" {
+			t.Errorf("GetTask after replacing (-want +got):\n%s", diff)
+		}
+		all, err := s.ListTasks(ctx, "principal:alice", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 1 {
+			t.Errorf("ListTasks = %d tasks, want 1", len(all))
+		}
+	})
 }
 
 func TestPutTask_Invalid(t *testing.T) {
@@ -240,301 +241,299 @@ func TestPutTask_Invalid(t *testing.T) {
 			t.CreatedAt = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 		}, "ExpiresAt is outside"},
 	}
-	s := openTest(t)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tk := task(secret+"-id", "principal:alice")
-			tt.change(&tk)
-			err := s.PutTask(t.Context(), tk)
-			if err == nil {
-				t.Fatal("PutTask succeeded")
-			}
-			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "putting a task: ") {
-				t.Errorf("error %q, want %q after %q", err, tt.want, "putting a task: ")
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error %q shows the task's id or data", err)
-			}
-		})
-	}
-	if got, err := s.ListTasks(t.Context(), "principal:alice", "", 0); err != nil || len(got) != 0 {
-		t.Errorf("after only invalid puts, ListTasks = %v, %v; want none", idsOf(got), err)
-	}
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				tk := task(secret+"-id", "principal:alice")
+				tt.change(&tk)
+				err := s.PutTask(t.Context(), tk)
+				if err == nil {
+					t.Fatal("PutTask succeeded")
+				}
+				if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "putting a task: ") {
+					t.Errorf("error %q, want %q after %q", err, tt.want, "putting a task: ")
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q shows the task's id or data", err)
+				}
+			})
+		}
+		if got, err := s.ListTasks(t.Context(), "principal:alice", "", 0); err != nil || len(got) != 0 {
+			t.Errorf("after only invalid puts, ListTasks = %v, %v; want none", idsOf(got), err)
+		}
+	})
 }
 
 func TestGetTask_NotFound(t *testing.T) {
-	s := openTest(t)
-	ctx := t.Context()
-	s.now = func() time.Time { return base.Add(time.Hour) }
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		ctx := t.Context()
+		setClock(s, func() time.Time { return base.Add(time.Hour) })
 
-	expired := task("expired", "principal:alice")
-	expired.ExpiresAt = base.Add(time.Hour - time.Nanosecond)
-	atNow := task("at-now", "principal:alice")
-	atNow.ExpiresAt = base.Add(time.Hour)
-	byTTL := task("by-ttl", "principal:alice")
-	byTTL.TTL = ptr(time.Minute)
-	live := task("live", "principal:alice")
-	live.ExpiresAt = base.Add(time.Hour + time.Nanosecond)
-	for _, tk := range []Task{expired, atNow, byTTL, live} {
-		if err := s.PutTask(ctx, tk); err != nil {
-			t.Fatal(err)
+		expired := task("expired", "principal:alice")
+		expired.ExpiresAt = base.Add(time.Hour - time.Nanosecond)
+		atNow := task("at-now", "principal:alice")
+		atNow.ExpiresAt = base.Add(time.Hour)
+		byTTL := task("by-ttl", "principal:alice")
+		byTTL.TTL = ptr(time.Minute)
+		live := task("live", "principal:alice")
+		live.ExpiresAt = base.Add(time.Hour + time.Nanosecond)
+		for _, tk := range []Task{expired, atNow, byTTL, live} {
+			if err := s.PutTask(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
 
-	tests := []struct {
-		id      string
-		wantErr error
-	}{
-		{"absent", ErrNotFound},
-		{"expired", ErrNotFound},
-		{"at-now", ErrNotFound},
-		{"by-ttl", ErrNotFound},
-		{"live", nil},
-		{"", ErrNotFound},
-	}
-	for _, tt := range tests {
-		t.Run(tt.id, func(t *testing.T) {
-			got, err := s.GetTask(ctx, tt.id)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("GetTask(%q) error = %v, want %v", tt.id, err, tt.wantErr)
-			}
-			if err != nil && !cmp.Equal(Task{}, got) {
-				t.Errorf("GetTask(%q) returned %+v with its error", tt.id, got)
-			}
-		})
-	}
+		tests := []struct {
+			id      string
+			wantErr error
+		}{
+			{"absent", ErrNotFound},
+			{"expired", ErrNotFound},
+			{"at-now", ErrNotFound},
+			{"by-ttl", ErrNotFound},
+			{"live", nil},
+			{"", ErrNotFound},
+		}
+		for _, tt := range tests {
+			t.Run(tt.id, func(t *testing.T) {
+				got, err := s.GetTask(ctx, tt.id)
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("GetTask(%q) error = %v, want %v", tt.id, err, tt.wantErr)
+				}
+				if err != nil && !cmp.Equal(Task{}, got) {
+					t.Errorf("GetTask(%q) returned %+v with its error", tt.id, got)
+				}
+			})
+		}
+	})
 }
 
 func TestListTasks(t *testing.T) {
-	s := openTest(t)
-	ctx := t.Context()
-	s.now = func() time.Time { return base.Add(time.Hour) }
-	for _, tk := range []Task{
-		task("a3", "principal:alice"),
-		task("a1", "principal:alice"),
-		task("a5", "principal:alice"),
-		task("a2", "principal:alice"),
-		task("b1", "principal:bob"),
-		task("a4", "session:a4"),
-		func() Task {
-			tk := task("a0-expired", "principal:alice")
-			tk.ExpiresAt = base
-			return tk
-		}(),
-	} {
-		if err := s.PutTask(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name         string
-		owner, after string
-		limit        int
-		want         []string
-	}{
-		{"all", "principal:alice", "", 0, []string{"a1", "a2", "a3", "a5"}},
-		{"negative limit is all", "principal:alice", "", -1, []string{"a1", "a2", "a3", "a5"}},
-		{"first page", "principal:alice", "", 2, []string{"a1", "a2"}},
-		{"second page", "principal:alice", "a2", 2, []string{"a3", "a5"}},
-		{"last page", "principal:alice", "a5", 2, nil},
-		{"after an id that is gone", "principal:alice", "a4", 0, []string{"a5"}},
-		{"limit above the count", "principal:alice", "", 100, []string{"a1", "a2", "a3", "a5"}},
-		{"another owner", "principal:bob", "", 0, []string{"b1"}},
-		{"a session owner", "session:a4", "", 0, []string{"a4"}},
-		{"unknown owner", "principal:carol", "", 0, nil},
-		{"empty owner", "", "", 0, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.ListTasks(ctx, tt.owner, tt.after, tt.limit)
-			if err != nil {
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		ctx := t.Context()
+		setClock(s, func() time.Time { return base.Add(time.Hour) })
+		for _, tk := range []Task{
+			task("a3", "principal:alice"),
+			task("a1", "principal:alice"),
+			task("a5", "principal:alice"),
+			task("a2", "principal:alice"),
+			task("b1", "principal:bob"),
+			task("a4", "session:a4"),
+			func() Task {
+				tk := task("a0-expired", "principal:alice")
+				tk.ExpiresAt = base
+				return tk
+			}(),
+		} {
+			if err := s.PutTask(ctx, tk); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, idsOf(got)); diff != "" {
-				t.Errorf("ListTasks(%q, %q, %d) (-want +got):\n%s", tt.owner, tt.after, tt.limit, diff)
-			}
-		})
-	}
+		}
+		tests := []struct {
+			name         string
+			owner, after string
+			limit        int
+			want         []string
+		}{
+			{"all", "principal:alice", "", 0, []string{"a1", "a2", "a3", "a5"}},
+			{"negative limit is all", "principal:alice", "", -1, []string{"a1", "a2", "a3", "a5"}},
+			{"first page", "principal:alice", "", 2, []string{"a1", "a2"}},
+			{"second page", "principal:alice", "a2", 2, []string{"a3", "a5"}},
+			{"last page", "principal:alice", "a5", 2, nil},
+			{"after an id that is gone", "principal:alice", "a4", 0, []string{"a5"}},
+			{"limit above the count", "principal:alice", "", 100, []string{"a1", "a2", "a3", "a5"}},
+			{"another owner", "principal:bob", "", 0, []string{"b1"}},
+			{"a session owner", "session:a4", "", 0, []string{"a4"}},
+			{"unknown owner", "principal:carol", "", 0, nil},
+			{"empty owner", "", "", 0, nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				got, err := s.ListTasks(ctx, tt.owner, tt.after, tt.limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tt.want, idsOf(got)); diff != "" {
+					t.Errorf("ListTasks(%q, %q, %d) (-want +got):\n%s", tt.owner, tt.after, tt.limit, diff)
+				}
+			})
+		}
 
-	// Listed tasks are whole.
-	got, err := s.ListTasks(ctx, "principal:bob", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]Task{task("b1", "principal:bob")}, got); diff != "" {
-		t.Errorf("ListTasks (-want +got):\n%s", diff)
-	}
+		// Listed tasks are whole.
+		got, err := s.ListTasks(ctx, "principal:bob", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]Task{task("b1", "principal:bob")}, got); diff != "" {
+			t.Errorf("ListTasks (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestUnfinishedTasks(t *testing.T) {
-	s := openTest(t)
-	ctx := t.Context()
-	s.now = func() time.Time { return base.Add(time.Hour) }
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		ctx := t.Context()
+		setClock(s, func() time.Time { return base.Add(time.Hour) })
 
-	with := func(id, status string, expires time.Time) Task {
-		tk := task(id, "principal:"+id)
-		tk.Status = status
-		tk.ExpiresAt = expires
-		return tk
-	}
-	puts := []Task{
-		with("working", "working", time.Time{}),
-		with("input", "input_required", time.Time{}),
-		with("completed", "completed", time.Time{}),
-		with("failed", "failed", time.Time{}),
-		with("cancelled", "cancelled", time.Time{}),
-		with("working-expired", "working", base),
-		with("working-later", "working", base.Add(2*time.Hour)),
-	}
-	for _, tk := range puts {
-		if err := s.PutTask(ctx, tk); err != nil {
+		with := func(id, status string, expires time.Time) Task {
+			tk := task(id, "principal:"+id)
+			tk.Status = status
+			tk.ExpiresAt = expires
+			return tk
+		}
+		puts := []Task{
+			with("working", "working", time.Time{}),
+			with("input", "input_required", time.Time{}),
+			with("completed", "completed", time.Time{}),
+			with("failed", "failed", time.Time{}),
+			with("cancelled", "cancelled", time.Time{}),
+			with("working-expired", "working", base),
+			with("working-later", "working", base.Add(2*time.Hour)),
+		}
+		for _, tk := range puts {
+			if err := s.PutTask(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.UnfinishedTasks(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	got, err := s.UnfinishedTasks(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Task{puts[1], puts[0], puts[6]} // in ID order
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("UnfinishedTasks (-want +got):\n%s", diff)
-	}
-
-	var plan string
-	if err := s.r.QueryRowContext(ctx, `EXPLAIN QUERY PLAN SELECT `+taskColumns+` FROM tasks
-		WHERE `+unfinishedCondition+` AND `+unexpired+` ORDER BY id`, "x").Scan(new(int), new(int), new(int), &plan); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(plan, "tasks_unfinished") {
-		t.Errorf("UnfinishedTasks does not use its index: %s", plan)
-	}
+		want := []Task{puts[1], puts[0], puts[6]} // in ID order
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("UnfinishedTasks (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestDeleteExpiredTasks(t *testing.T) {
-	s := openTest(t)
-	ctx := t.Context()
-	s.deleteBatch = 4
-	const expiredN = 4*2 + 3 // more than one batch
-	for i := range expiredN {
-		tk := task(fmt.Sprintf("old-%04d", i), "principal:alice")
-		tk.ExpiresAt = base.Add(time.Duration(i) * time.Millisecond)
-		if err := s.PutTask(ctx, tk); err != nil {
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		ctx := t.Context()
+		setDeleteBatch(s, 4)
+		const expiredN = 4*2 + 3 // more than one batch
+		for i := range expiredN {
+			tk := task(fmt.Sprintf("old-%04d", i), "principal:alice")
+			tk.ExpiresAt = base.Add(time.Duration(i) * time.Millisecond)
+			if err := s.PutTask(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keep := []Task{task("never", "principal:alice"), task("later", "principal:alice")}
+		keep[1].ExpiresAt = base.Add(time.Hour)
+		for _, tk := range keep {
+			if err := s.PutTask(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		now := base.Add(time.Duration(expiredN-1) * time.Millisecond) // the last one expires exactly now
+		n, err := s.DeleteExpiredTasks(ctx, now)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	keep := []Task{task("never", "principal:alice"), task("later", "principal:alice")}
-	keep[1].ExpiresAt = base.Add(time.Hour)
-	for _, tk := range keep {
-		if err := s.PutTask(ctx, tk); err != nil {
+		if n != expiredN {
+			t.Errorf("DeleteExpiredTasks = %d, want %d", n, expiredN)
+		}
+		if n, err := s.DeleteExpiredTasks(ctx, now); err != nil || n != 0 {
+			t.Errorf("DeleteExpiredTasks again = %d, %v; want 0, nil", n, err)
+		}
+
+		// Even what reads no longer show is gone from the table.
+		setClock(s, func() time.Time { return base.Add(-time.Hour) })
+		got, err := s.ListTasks(ctx, "principal:alice", "", 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-
-	now := base.Add(time.Duration(expiredN-1) * time.Millisecond) // the last one expires exactly now
-	n, err := s.DeleteExpiredTasks(ctx, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != expiredN {
-		t.Errorf("DeleteExpiredTasks = %d, want %d", n, expiredN)
-	}
-	if n, err := s.DeleteExpiredTasks(ctx, now); err != nil || n != 0 {
-		t.Errorf("DeleteExpiredTasks again = %d, %v; want 0, nil", n, err)
-	}
-
-	// Even what reads no longer show is gone from the table.
-	s.now = func() time.Time { return base.Add(-time.Hour) }
-	got, err := s.ListTasks(ctx, "principal:alice", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"later", "never"}, idsOf(got)); diff != "" {
-		t.Errorf("tasks left (-want +got):\n%s", diff)
-	}
+		if diff := cmp.Diff([]string{"later", "never"}, idsOf(got)); diff != "" {
+			t.Errorf("tasks left (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestTasks_ContextCancelled(t *testing.T) {
-	s := openTest(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if err := s.PutTask(ctx, task("t1", "principal:alice")); !errors.Is(err, context.Canceled) {
-		t.Errorf("PutTask = %v, want context.Canceled", err)
-	}
-	if _, err := s.GetTask(ctx, "t1"); !errors.Is(err, context.Canceled) {
-		t.Errorf("GetTask = %v, want context.Canceled", err)
-	}
-	if _, err := s.ListTasks(ctx, "principal:alice", "", 0); !errors.Is(err, context.Canceled) {
-		t.Errorf("ListTasks = %v, want context.Canceled", err)
-	}
-	if _, err := s.UnfinishedTasks(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("UnfinishedTasks = %v, want context.Canceled", err)
-	}
-	if _, err := s.DeleteExpiredTasks(ctx, base); !errors.Is(err, context.Canceled) {
-		t.Errorf("DeleteExpiredTasks = %v, want context.Canceled", err)
-	}
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := s.PutTask(ctx, task("t1", "principal:alice")); !errors.Is(err, context.Canceled) {
+			t.Errorf("PutTask = %v, want context.Canceled", err)
+		}
+		if _, err := s.GetTask(ctx, "t1"); !errors.Is(err, context.Canceled) {
+			t.Errorf("GetTask = %v, want context.Canceled", err)
+		}
+		if _, err := s.ListTasks(ctx, "principal:alice", "", 0); !errors.Is(err, context.Canceled) {
+			t.Errorf("ListTasks = %v, want context.Canceled", err)
+		}
+		if _, err := s.UnfinishedTasks(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("UnfinishedTasks = %v, want context.Canceled", err)
+		}
+		if _, err := s.DeleteExpiredTasks(ctx, base); !errors.Is(err, context.Canceled) {
+			t.Errorf("DeleteExpiredTasks = %v, want context.Canceled", err)
+		}
+	})
 }
 
 // TestTasks_Concurrent runs 50 goroutines that write, read, list and sweep
 // at once; run it with -race. None may see SQLITE_BUSY or a torn task.
 func TestTasks_Concurrent(t *testing.T) {
-	s := openTest(t)
-	ctx := t.Context()
-	const goroutines, rounds = 50, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		wg.Go(func() {
-			owner := fmt.Sprintf("principal:p%02d", g)
-			for r := range rounds {
-				tk := task(fmt.Sprintf("g%02d-r%02d", g, r), owner)
-				tk.UpdatedAt = base.Add(time.Duration(r) * time.Second)
-				tk.Result = json.RawMessage(fmt.Sprintf(`{"g":%d,"r":%d}`, g, r))
-				if err := s.PutTask(ctx, tk); err != nil {
-					errs <- err
-					return
+	forEachStore(t, nil, func(t *testing.T, s contractStore) {
+		ctx := t.Context()
+		const goroutines, rounds = 50, 10
+		var wg sync.WaitGroup
+		errs := make(chan error, goroutines)
+		for g := range goroutines {
+			wg.Go(func() {
+				owner := fmt.Sprintf("principal:p%02d", g)
+				for r := range rounds {
+					tk := task(fmt.Sprintf("g%02d-r%02d", g, r), owner)
+					tk.UpdatedAt = base.Add(time.Duration(r) * time.Second)
+					tk.Result = json.RawMessage(fmt.Sprintf(`{"g":%d,"r":%d}`, g, r))
+					if err := s.PutTask(ctx, tk); err != nil {
+						errs <- err
+						return
+					}
+					got, err := s.GetTask(ctx, tk.ID)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if diff := cmp.Diff(tk, got); diff != "" {
+						errs <- fmt.Errorf("goroutine %d round %d: GetTask (-want +got):\n%s", g, r, diff)
+						return
+					}
+					// Everyone writes the shared task too.
+					shared := task("shared", "principal:all")
+					shared.StatusMessage = tk.ID
+					if err := s.PutTask(ctx, shared); err != nil {
+						errs <- err
+						return
+					}
+					if r%5 == 0 {
+						if _, err := s.ListTasks(ctx, owner, "", 0); err != nil {
+							errs <- err
+							return
+						}
+						if _, err := s.DeleteExpiredTasks(ctx, base); err != nil {
+							errs <- err
+							return
+						}
+					}
 				}
-				got, err := s.GetTask(ctx, tk.ID)
+				list, err := s.ListTasks(ctx, owner, "", 0)
 				if err != nil {
 					errs <- err
 					return
 				}
-				if diff := cmp.Diff(tk, got); diff != "" {
-					errs <- fmt.Errorf("goroutine %d round %d: GetTask (-want +got):\n%s", g, r, diff)
-					return
+				if len(list) != rounds {
+					errs <- fmt.Errorf("goroutine %d: ListTasks = %d tasks, want %d", g, len(list), rounds)
 				}
-				// Everyone writes the shared task too.
-				shared := task("shared", "principal:all")
-				shared.StatusMessage = tk.ID
-				if err := s.PutTask(ctx, shared); err != nil {
-					errs <- err
-					return
-				}
-				if r%5 == 0 {
-					if _, err := s.ListTasks(ctx, owner, "", 0); err != nil {
-						errs <- err
-						return
-					}
-					if _, err := s.DeleteExpiredTasks(ctx, base); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}
-			list, err := s.ListTasks(ctx, owner, "", 0)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if len(list) != rounds {
-				errs <- fmt.Errorf("goroutine %d: ListTasks = %d tasks, want %d", g, len(list), rounds)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
 }
 
 // benchTask is a typical finished task: a small text result.
@@ -601,4 +600,18 @@ func BenchmarkGetTask(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestUnfinishedTasks_UsesIndex checks SQLite's plan: UnfinishedTasks must
+// read the tasks_unfinished index, not the table.
+func TestUnfinishedTasks_UsesIndex(t *testing.T) {
+	s := openTest(t)
+	var plan string
+	if err := s.r.QueryRowContext(t.Context(), `EXPLAIN QUERY PLAN SELECT `+taskColumns+` FROM tasks
+		WHERE `+unfinishedCondition+` AND `+unexpired+` ORDER BY id`, "x").Scan(new(int), new(int), new(int), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "tasks_unfinished") {
+		t.Errorf("UnfinishedTasks does not use its index: %s", plan)
+	}
 }

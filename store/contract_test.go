@@ -2,12 +2,17 @@ package store
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/pgtest"
 )
 
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
 // The store's contract: every test that is not about one driver runs on
-// each of them through forEachStore, so that Memory and SQLite
+// each of them through forEachStore, so that Memory, SQLite and Postgres
 // behave alike case by case.
 type (
 	taskStore interface {
@@ -28,6 +33,7 @@ type (
 var (
 	_ contractStore = (*Memory)(nil)
 	_ contractStore = (*SQLite)(nil)
+	_ contractStore = (*Postgres)(nil)
 )
 
 // drivers are the implementations the contract runs on, each opening a new,
@@ -38,6 +44,7 @@ var drivers = []struct {
 }{
 	{"memory", func(testing.TB) contractStore { return NewMemory() }},
 	{"sqlite", func(t testing.TB) contractStore { return openTest(t) }},
+	{"postgres", func(t testing.TB) contractStore { return openPostgresTest(t) }},
 }
 
 // forEachStore runs f in a subtest on a new store of each driver. If now is
@@ -62,6 +69,8 @@ func setClock(s contractStore, now func() time.Time) {
 		s.now = now
 	case *SQLite:
 		s.now = now
+	case *Postgres:
+		s.now = now
 	}
 }
 
@@ -71,5 +80,19 @@ func setDeleteBatch(s contractStore, n int) {
 	switch s := s.(type) {
 	case *SQLite:
 		s.deleteBatch = n
+	case *Postgres:
+		s.deleteBatch = n
 	}
+}
+
+// openPostgresTest opens the store on a new database and closes it at the
+// end of the test.
+func openPostgresTest(t testing.TB) *Postgres {
+	t.Helper()
+	s, err := OpenPostgres(t.Context(), PostgresOptions{DSN: pgtest.DSN(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

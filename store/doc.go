@@ -8,9 +8,11 @@
 //
 // The default is one SQLite file under data_dir (DESIGN decision 10), through
 // the pure-Go driver modernc.org/sqlite, so the binary needs no cgo. Replicas
-// will share a PostgreSQL database instead, so callers get typed methods
-// (PutTask, GetServer, ...) and never SQL: the gateway declares the small
-// interface it needs, and a PostgreSQL type can satisfy it later.
+// share a PostgreSQL database instead (Postgres, through pgx). Callers get
+// typed methods (PutTask, GetServer, ...) and never SQL: the gateway declares
+// the small interface it needs, and each driver satisfies it with the same
+// behaviour, which one contract suite of tests holds Memory, SQLite and
+// Postgres to.
 //
 // # SQLite
 //
@@ -52,6 +54,19 @@
 // do name a server (its name is not secret) but never show its entry, a
 // definition that may hold credentials, nor an event's params.
 //
+// # PostgreSQL
+//
+// OpenPostgres opens a pool (pgxpool, PostgresOptions.MaxConns connections)
+// and applies the migrations of its own list, pgMigrations: the same
+// versions and names as SQLite's, each in a transaction under
+// pg_advisory_xact_lock, so replicas starting together apply each once.
+// Values are stored as on SQLite (times as the same sortable text, since
+// timestamptz keeps only microseconds; JSON as bytea, byte for byte), with
+// one difference: PostgreSQL's text holds no NUL byte and no invalid UTF-8,
+// so a record with such a string is refused, naming the field. AddEvent
+// serializes on an advisory lock, so seqs commit in order across replicas.
+// Errors name the host and database, never the DSN's password.
+//
 // Memory is the same store in memory, for when no database is configured;
-// the tests hold it to SQLite's behaviour.
+// the contract tests hold it to the same behaviour.
 package store

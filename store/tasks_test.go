@@ -550,55 +550,100 @@ func benchTask(id string) Task {
 	return tk
 }
 
-func BenchmarkPutTask(b *testing.B) {
-	s := openTest(b)
-	ctx := b.Context()
-	tasks := make([]Task, 1024)
-	for i := range tasks {
-		tasks[i] = benchTask(fmt.Sprintf("task-%04d", i))
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := s.PutTask(ctx, tasks[i%len(tasks)]); err != nil {
-			b.Fatal(err)
+// benchDrivers runs f on a new store of each database driver (Memory has
+// nothing to measure), for the ratio of PostgreSQL to SQLite.
+func benchDrivers(b *testing.B, f func(b *testing.B, s contractStore)) {
+	for _, d := range drivers {
+		if d.name == "memory" {
+			continue
 		}
-		i++
+		b.Run(d.name, func(b *testing.B) { f(b, d.open(b)) })
 	}
 }
 
-func BenchmarkGetTask(b *testing.B) {
-	s := openTest(b)
-	ctx := b.Context()
-	ids := make([]string, 1024)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("task-%04d", i)
-		if err := s.PutTask(ctx, benchTask(ids[i])); err != nil {
-			b.Fatal(err)
+func BenchmarkPutTask(b *testing.B) {
+	benchDrivers(b, func(b *testing.B, s contractStore) {
+		ctx := b.Context()
+		tasks := make([]Task, 1024)
+		for i := range tasks {
+			tasks[i] = benchTask(fmt.Sprintf("task-%04d", i))
 		}
-	}
-	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, err := s.GetTask(ctx, ids[i%len(ids)]); err != nil {
+			if err := s.PutTask(ctx, tasks[i%len(tasks)]); err != nil {
 				b.Fatal(err)
 			}
 			i++
 		}
 	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
+}
+
+func BenchmarkGetTask(b *testing.B) {
+	benchDrivers(b, func(b *testing.B, s contractStore) {
+		ctx := b.Context()
+		ids := make([]string, 1024)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("task-%04d", i)
+			if err := s.PutTask(ctx, benchTask(ids[i])); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run("serial", func(b *testing.B) {
+			b.ReportAllocs()
 			i := 0
-			for pb.Next() {
+			for b.Loop() {
 				if _, err := s.GetTask(ctx, ids[i%len(ids)]); err != nil {
-					b.Error(err)
-					return
+					b.Fatal(err)
 				}
 				i++
 			}
 		})
+		b.Run("parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if _, err := s.GetTask(ctx, ids[i%len(ids)]); err != nil {
+						b.Error(err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	})
+}
+
+// BenchmarkListTasks lists one owner's 100 tasks, a page of 20.
+func BenchmarkListTasks(b *testing.B) {
+	benchDrivers(b, func(b *testing.B, s contractStore) {
+		ctx := b.Context()
+		for i := range 100 {
+			if err := s.PutTask(ctx, benchTask(fmt.Sprintf("task-%04d", i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if ts, err := s.ListTasks(ctx, "principal:alice", "task-0040", 20); err != nil || len(ts) != 20 {
+				b.Fatalf("ListTasks = %d tasks, %v", len(ts), err)
+			}
+		}
+	})
+}
+
+// BenchmarkAddEvent adds events past MaxEvents' trimming point.
+func BenchmarkAddEvent(b *testing.B) {
+	benchDrivers(b, func(b *testing.B, s contractStore) {
+		ctx := b.Context()
+		e := ev(0, "github", "event/x", `{"k":"`+strings.Repeat("x", 256)+`"}`)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.AddEvent(ctx, e); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
 

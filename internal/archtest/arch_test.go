@@ -40,6 +40,7 @@ var allowed = map[string][]string{
 	"internal/seal":         {},
 	"internal/sse":          {},
 	"internal/archtest":     {},
+	"internal/pgtest":       {},
 	"examples/demo-server":  {},
 	"e2e":                   {"internal/rawclient"},
 

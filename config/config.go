@@ -182,8 +182,10 @@ type Config struct {
 	// client turns the answer into a stream at once. Default
 	// DefaultStreamAfter.
 	StreamAfter Duration `yaml:"stream_after"`
-	// Database is where the gateway keeps what must survive a restart (task
-	// records today).
+	// Store is where the gateway keeps what must survive a restart: tasks,
+	// the admin API's servers, events and sessions.
+	Store Store `yaml:"store"`
+	// Database is the old spelling of Store: database.path is store.path.
 	Database Database `yaml:"database"`
 	// Auth says who may use /mcp, and as which principal.
 	Auth Auth `yaml:"auth"`
@@ -255,16 +257,52 @@ type Resources struct {
 	Namespace string `yaml:"namespace"`
 }
 
-// Database is the gateway's store.
+// The store drivers.
+const (
+	StoreSQLite   = "sqlite"   // one file, for one replica; the default
+	StorePostgres = "postgres" // a PostgreSQL database, which replicas share
+)
+
+// Bounds of Store.MaxConns.
+const (
+	// DefaultStoreMaxConns is small: each replica has its own pool, all of
+	// them share PostgreSQL's max_connections (100 by default), and the
+	// store's statements are short.
+	DefaultStoreMaxConns = 10
+	MaxStoreMaxConns     = 1000
+)
+
+// Store is the gateway's store.
+type Store struct {
+	// Driver is StoreSQLite or StorePostgres. Default StoreSQLite.
+	Driver string `yaml:"driver"`
+	// DSN is PostgreSQL's connection string (postgres://user:pass@host/db,
+	// or key=value pairs), required with StorePostgres and refused with
+	// StoreSQLite. ${VAR} is expanded in it, so that the password stays out
+	// of the file: dsn: ${MCPGW_DATABASE_URL}. It never appears in a
+	// problem or a log.
+	DSN string `yaml:"dsn"`
+	// Path of the SQLite file, with StoreSQLite only. If empty,
+	// "<data_dir>/mcpgw.db" (see Config.DatabasePath).
+	Path string `yaml:"path"`
+	// MaxConns is the size of PostgreSQL's connection pool, from 1 to
+	// MaxStoreMaxConns, with StorePostgres only. Default
+	// DefaultStoreMaxConns.
+	MaxConns int `yaml:"max_conns"`
+}
+
+// Database is the old spelling of Store.
 type Database struct {
-	// Path of the SQLite file. If empty, "<data_dir>/mcpgw.db" (see
-	// Config.DatabasePath).
+	// Path is Store.Path.
 	Path string `yaml:"path"`
 }
 
-// DatabasePath returns the SQLite file the gateway uses.
+// DatabasePath returns the SQLite file the gateway uses with StoreSQLite.
 func (c *Config) DatabasePath() string {
-	if c.Database.Path != "" {
+	switch {
+	case c.Store.Path != "":
+		return c.Store.Path
+	case c.Database.Path != "":
 		return c.Database.Path
 	}
 	return filepath.Join(c.DataDir, "mcpgw.db")

@@ -30,6 +30,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("servers: [{name: a, transport: stdio, command: x, env: {A: '${X}'}}]"))
 	f.Add([]byte("sessions: &a {<<: *a, max: 5}"))
+	f.Add([]byte("store: {driver: postgres, dsn: 'postgres://u:${PGPASS}@h/db', max_conns: 5}"))
+	f.Add([]byte("store: {driver: sqlite, path: a.db, dsn: '${UNSET_X}'}\ndatabase: {path: b.db}"))
 	f.Add([]byte("servers:\n - &s {name: a, transport: http, url: 'https://${X}'}\n - {<<: *s, name: b}\n"))
 	f.Add([]byte("naming: {prefix: gw, separator: '-', max_length: 16}\npage_size: 5\nservers: [{name: a, transport: stdio, command: x, naming: {prefix_mode: never}, tools: {allow: ['r*', '[a-'], rename: {x: y, z: y}, describe: {x: ''}}}]"))
 	f.Add([]byte("admin: {stdio_commands: [npx, {command: /bin/x, args: ['-y', '@a/s-*', '**']}, {command: ./x}, [y], {args: ['[a-']}], stdio_env: [K, NODE_OPTIONS, path]}"))

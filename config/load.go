@@ -73,6 +73,14 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, Problem
 		}
 		c.Secret = out
 	}
+	// So is the store's DSN, which holds a password.
+	if c.Store.DSN != "" {
+		out, errs := expand(c.Store.DSN, lookupEnv)
+		for _, err := range errs {
+			d.ps = append(d.ps, Problem{Path: "store.dsn", Message: err.Error(), Fatal: true})
+		}
+		c.Store.DSN = out
+	}
 	c.setDefaults()
 	ps := append(d.ps, c.validateGateway()...)
 
@@ -254,7 +262,8 @@ func defaultConfig() *Config {
 			MaxBytes: DefaultMediaMaxBytes,
 			MaxAge:   Duration(DefaultMediaMaxAge),
 		},
-		Log: Log{Level: "info", Format: "json"},
+		Log:   Log{Level: "info", Format: "json"},
+		Store: Store{Driver: StoreSQLite},
 	}
 }
 
@@ -293,6 +302,9 @@ func (s *Server) setDefaults() {
 // from Listen, then AllowedHosts and AllowedOrigins from PublicURL. It also
 // strips a trailing "/" from PublicURL and the origins.
 func (c *Config) setDefaults() {
+	if c.Store.Driver == StorePostgres && c.Store.MaxConns == 0 {
+		c.Store.MaxConns = DefaultStoreMaxConns
+	}
 	if c.PublicURL == "" && validListen(c.Listen) {
 		host, port, _ := net.SplitHostPort(c.Listen)
 		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {

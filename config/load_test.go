@@ -564,6 +564,7 @@ var goodFixtures = []struct {
 			InputTimeout:        Duration(5 * time.Minute),
 			ResumeWindow:        Duration(5 * time.Minute),
 			StreamAfter:         Duration(time.Second),
+			Store:               Store{Driver: StoreSQLite},
 			Database:            Database{Path: "./data/mcpgw.db"},
 			Auth: Auth{Anonymous: ptr(false), APIKeys: []APIKey{{
 				Principal: "alice",

@@ -243,6 +243,7 @@ func (c *Config) validateGateway() Problems {
 	if c.DataDir == "" {
 		add("data_dir", "must not be empty")
 	}
+	ps = append(ps, c.Store.validate(c.Database)...)
 	if c.Secret != "" && len(c.Secret) < minSecretLen {
 		add("secret", "must be at least %d bytes long, or empty for a random key at each start", minSecretLen)
 	}
@@ -1188,4 +1189,40 @@ func ValidServerName(name string) bool {
 		}
 	}
 	return true
+}
+
+// validate reports what is wrong with the store section, and with old,
+// its old spelling. No problem shows the DSN: it holds a password.
+func (s Store) validate(old Database) Problems {
+	var ps Problems
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...), Fatal: true})
+	}
+	if s.Path != "" && old.Path != "" {
+		add("store.path", "and database.path are both set: database.path is the old spelling of store.path; keep one")
+	}
+	switch s.Driver {
+	case StoreSQLite:
+		if s.DSN != "" {
+			add("store.dsn", "is for driver postgres; driver sqlite keeps its file at store.path")
+		}
+		if s.MaxConns != 0 {
+			add("store.max_conns", "is for driver postgres; driver sqlite has no pool to size")
+		}
+	case StorePostgres:
+		if s.DSN == "" {
+			add("store.dsn", "is required with driver postgres: a connection string such as ${MCPGW_DATABASE_URL}")
+		}
+		for _, f := range []struct{ path, v string }{{"store.path", s.Path}, {"database.path", old.Path}} {
+			if f.v != "" {
+				add(f.path, "is a SQLite file; driver postgres connects to store.dsn")
+			}
+		}
+		if s.MaxConns < 1 || s.MaxConns > MaxStoreMaxConns {
+			add("store.max_conns", "%d is not from 1 to %d", s.MaxConns, MaxStoreMaxConns)
+		}
+	default:
+		add("store.driver", "%q is not one of sqlite, postgres", s.Driver)
+	}
+	return ps
 }

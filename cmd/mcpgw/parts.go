@@ -34,7 +34,7 @@ import (
 // HTTP handler that serves them.
 type parts struct {
 	mgr   *upstream.Manager
-	db    *store.SQLite
+	db    database
 	media *mediastore.Store
 	// unobserve stops the media metrics reading media.
 	unobserve func()
@@ -79,7 +79,9 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	}
 	undo = append(undo, func() { mgr.Close(context.Background()) })
 
-	db, err := store.Open(context.Background(), cfg.DatabasePath())
+	octx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
+	db, err := openStore(octx, cfg)
+	cancel()
 	if err != nil {
 		return fail(err)
 	}
@@ -323,8 +325,46 @@ func writeRefusal(w http.ResponseWriter, r *http.Request, status int, msg string
 	admin.WriteRefusal(w, r, status, msg)
 }
 
+// database is the store as the parts use it: *store.SQLite or
+// *store.Postgres, which behave alike (the store's contract tests).
+type database interface {
+	gateway.TaskStore
+	gateway.EventStore
+	admin.ServerStore
+	PutSession(context.Context, store.Session) error
+	GetSession(context.Context, string) (store.Session, error)
+	ListSessions(context.Context, time.Time, int) ([]store.Session, error)
+	TouchSessions(context.Context, []store.SessionTouch) error
+	DeleteSessions(context.Context, ...string) error
+	DeleteIdleSessions(context.Context, time.Time) (int, error)
+	Ping(context.Context) error
+	Close() error
+}
+
+var (
+	_ database = (*store.SQLite)(nil)
+	_ database = (*store.Postgres)(nil)
+)
+
+// storeOpenTimeout bounds opening the store at start: connecting (each
+// attempt is bounded on its own too), waiting for another replica's
+// migrations, and applying ours.
+const storeOpenTimeout = 2 * time.Minute
+
+// openStore opens the store cfg names.
+func openStore(ctx context.Context, cfg *config.Config) (database, error) {
+	switch cfg.Store.Driver {
+	case config.StorePostgres:
+		return store.OpenPostgres(ctx, store.PostgresOptions{DSN: cfg.Store.DSN, MaxConns: cfg.Store.MaxConns})
+	case config.StoreSQLite, "":
+		return store.Open(ctx, cfg.DatabasePath())
+	}
+	// Validated with the config; cannot happen.
+	return nil, fmt.Errorf("store.driver %q is not one of sqlite, postgres", cfg.Store.Driver)
+}
+
 // sessionStore is the legacy edge's SessionStore on the database.
-type sessionStore struct{ db *store.SQLite }
+type sessionStore struct{ db database }
 
 var _ legacy.SessionStore = sessionStore{}
 
@@ -456,7 +496,7 @@ func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Ser
 // validates (the rules or the environment changed) is skipped with an
 // error in the log and kept, so that nothing is lost; one whose name the
 // config file now uses yields to the file.
-func restoreServers(ctx context.Context, cfg *config.Config, db *store.SQLite, mgr *upstream.Manager, logger *slog.Logger) error {
+func restoreServers(ctx context.Context, cfg *config.Config, db admin.ServerStore, mgr *upstream.Manager, logger *slog.Logger) error {
 	recs, err := db.ListServers(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the registered servers: %w", err)

@@ -17,7 +17,7 @@ import (
 // pingTimeout bounds the store's ping in one /readyz.
 const pingTimeout = 2 * time.Second
 
-// pinger is the store as readiness sees it (store.SQLite).
+// pinger is the store as readiness sees it (store.SQLite, store.Postgres).
 type pinger interface {
 	// Ping reports whether the store answers; it is safe for concurrent use.
 	Ping(ctx context.Context) error

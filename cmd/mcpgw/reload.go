@@ -12,7 +12,6 @@ import (
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/admin"
-	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/upstream"
 )
 
@@ -24,7 +23,7 @@ type reloader struct {
 	path   string // the config file; "" when it came from elsewhere
 	lookup func(string) (string, bool)
 	mgr    *upstream.Manager
-	db     *store.SQLite
+	db     admin.ServerStore
 	adm    *admin.API
 	core   *gateway.Server
 	logger *slog.Logger

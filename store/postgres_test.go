@@ -455,3 +455,25 @@ func TestPostgres_UsesIndexes(t *testing.T) {
 		}
 	}
 }
+
+func TestPostgres_CloseTwice(t *testing.T) {
+	s, err := OpenPostgres(t.Context(), PostgresOptions{DSN: pgtest.DSN(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping before Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := s.GetTask(t.Context(), "t1"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("GetTask after Close = %v, want a closed-pool error", err)
+	}
+	if err := s.Ping(t.Context()); err == nil {
+		t.Error("Ping after Close = nil, want a closed-pool error")
+	}
+}

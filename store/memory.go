@@ -21,6 +21,7 @@ type Memory struct {
 	tasks    map[string]Task
 	servers  map[string]Server
 	sessions map[string]Session
+	replicas map[string]Replica
 	events   []Event // in Seq order
 	eventSeq uint64  // the last Seq given, as SQLite's AUTOINCREMENT keeps it
 	now      func() time.Time

@@ -101,6 +101,17 @@ CREATE TABLE sessions (
 -- DeleteIdleSessions.
 CREATE INDEX sessions_last_active_at ON sessions (last_active_at);
 `},
+	{name: "replicas", sql: `
+-- The replicas of a cluster (replicas.go): each says it is alive by
+-- writing seen_at; the others reach it at url. A replica that stops
+-- deletes its row; one that died leaves it to lapse.
+CREATE TABLE replicas (
+	id         TEXT NOT NULL PRIMARY KEY CHECK (id <> ''),
+	url        TEXT NOT NULL CHECK (url <> ''),
+	started_at TEXT NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	seen_at    TEXT NOT NULL
+) STRICT;
+`},
 }
 
 const createMigrationsTable = `

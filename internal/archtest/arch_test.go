@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"openapi":               {},
 	"config":                {},
 	"store":                 {"config"},
+	"cluster":               {"store", "internal/*"},
 	"telemetry":             {},
 	"internal/jsonrpc":      {"internal/rawjson"},
 	"internal/rawjson":      {},

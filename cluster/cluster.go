@@ -149,20 +149,37 @@ func (c *Cluster) ID() string { return c.opts.ID }
 
 // Join records this replica in the registry, after checking that no other
 // live replica goes by its name (a second process with the same
-// cluster.replica_id would take the other's sessions).
+// cluster.replica_id would take the other's sessions). A record of its
+// name at another URL may be this replica's own before a crash, at an
+// address it no longer has: Join waits for it to lapse, and fails only if
+// it is renewed meanwhile, by a process that is alive.
 func (c *Cluster) Join(ctx context.Context) error {
-	now := time.Now()
-	live, err := c.opts.Registry.ListReplicas(ctx, now.Add(-c.opts.Lapse))
-	if err != nil {
-		return fmt.Errorf("cluster: reading the replicas: %w", err)
-	}
-	for _, r := range live {
-		if r.ID == c.opts.ID && r.URL != c.opts.URL {
-			return fmt.Errorf("cluster: replica id %q is in use by the replica at %s (seen %s ago); give each replica its own cluster.replica_id",
-				c.opts.ID, r.URL, now.Sub(r.SeenAt).Round(time.Millisecond))
+	for {
+		now := time.Now()
+		live, err := c.opts.Registry.ListReplicas(ctx, now.Add(-c.opts.Lapse))
+		if err != nil {
+			return fmt.Errorf("cluster: reading the replicas: %w", err)
+		}
+		var other *store.Replica
+		for i, r := range live {
+			if r.ID == c.opts.ID && r.URL != c.opts.URL {
+				other = &live[i]
+			}
+		}
+		if other == nil {
+			return c.beat(ctx)
+		}
+		if other.SeenAt.After(c.started) {
+			return fmt.Errorf("cluster: replica id %q is in use by the live replica at %s; give each replica its own cluster.replica_id",
+				c.opts.ID, other.URL)
+		}
+		c.opts.Logger.Warn("a replica under this id was at another URL; waiting for its record to lapse", "replica", c.opts.ID, "url", other.URL)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for the record of replica %q at %s to lapse: %w", c.opts.ID, other.URL, ctx.Err())
+		case <-time.After(time.Until(other.SeenAt.Add(c.opts.Lapse))):
 		}
 	}
-	return c.beat(ctx)
 }
 
 // Run renews this replica's record every heartbeat until ctx ends, then
@@ -358,6 +375,9 @@ func (c *Cluster) Middleware(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// Forwarded reports whether Middleware took r as forwarded by a replica.
+func (c *Cluster) Forwarded(r *http.Request) bool { return Forwarded(r) }
 
 // Forwarded reports whether Middleware took r as forwarded by a replica.
 func Forwarded(r *http.Request) bool {

@@ -220,18 +220,36 @@ func TestVerify(t *testing.T) {
 func TestJoin(t *testing.T) {
 	reg := store.NewMemory()
 	a := newReplica(t, reg, "a", echoHandler(nil))
-	// Another process under a's name at another URL is refused.
+	// Another process under a's name at another URL, while a renews its
+	// record, is refused.
 	dup, err := New(Options{ID: "a", URL: "http://127.0.0.1:1", Secret: secret, Registry: reg})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.beat(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := dup.Join(context.Background()); err == nil || !strings.Contains(err.Error(), `replica id "a" is in use`) {
 		t.Errorf("Join of a second replica named a = %v", err)
 	}
-	// a restarted, at its URL, is welcome.
+	// a restarted at its URL is welcome at once.
 	again, _ := New(Options{ID: "a", URL: a.srv.URL, Secret: secret, Registry: reg})
 	if err := again.Join(context.Background()); err != nil {
 		t.Errorf("Join of a restarted a = %v", err)
+	}
+	// a restarted at another URL waits for its old record to lapse.
+	if err := reg.PutReplica(context.Background(), store.Replica{ID: "b", URL: "http://127.0.0.1:2", StartedAt: time.Now(), SeenAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	moved, _ := New(Options{ID: "b", URL: "http://127.0.0.1:3", Secret: secret, Registry: reg, Lapse: 200 * time.Millisecond})
+	if err := moved.Join(context.Background()); err != nil {
+		t.Errorf("Join of b at a new URL = %v", err)
+	}
+	live, _ := reg.ListReplicas(context.Background(), time.Time{})
+	for _, r := range live {
+		if r.ID == "b" && r.URL != "http://127.0.0.1:3" {
+			t.Errorf("b's record after the Join: %+v", r)
+		}
 	}
 }
 

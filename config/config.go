@@ -187,6 +187,8 @@ type Config struct {
 	Store Store `yaml:"store"`
 	// Database is the old spelling of Store: database.path is store.path.
 	Database Database `yaml:"database"`
+	// Cluster makes the gateway one of several replicas sharing a store.
+	Cluster Cluster `yaml:"cluster"`
 	// Auth says who may use /mcp, and as which principal.
 	Auth Auth `yaml:"auth"`
 	// Tasks configures the 2025-11-25 tasks the gateway relays and hosts.

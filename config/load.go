@@ -81,6 +81,19 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, Problem
 		}
 		c.Store.DSN = out
 	}
+	for _, f := range []struct {
+		path string
+		v    *string
+	}{{"cluster.replica_id", &c.Cluster.ReplicaID}, {"cluster.self_url", &c.Cluster.SelfURL}} {
+		if *f.v == "" {
+			continue
+		}
+		out, errs := expand(*f.v, lookupEnv)
+		for _, err := range errs {
+			d.ps = append(d.ps, Problem{Path: f.path, Message: err.Error(), Fatal: true})
+		}
+		*f.v = out
+	}
 	c.setDefaults()
 	ps := append(d.ps, c.validateGateway()...)
 

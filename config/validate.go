@@ -235,6 +235,7 @@ func (c *Config) validateGateway() Problems {
 	if !listenOK {
 		add("listen", `%q is not host:port, like "127.0.0.1:8080" or ":8080"`, c.Listen)
 	}
+	c.validateCluster(add)
 	if c.PublicURL != "" || listenOK { // else public_url has no default and listen's problem says why
 		if msg := checkPublicURL(c.PublicURL); msg != "" {
 			add("public_url", "%s", msg)

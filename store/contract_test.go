@@ -27,6 +27,7 @@ type (
 		serverStore
 		eventStore
 		sessionStore
+		replicaStore
 	}
 )
 

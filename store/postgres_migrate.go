@@ -97,6 +97,15 @@ CREATE TABLE sessions (
 -- DeleteIdleSessions.
 CREATE INDEX sessions_last_active_at ON sessions (last_active_at);
 `},
+	{name: "replicas", sql: `
+-- The replicas of a cluster (replicas.go); see SQLite's migration 5.
+CREATE TABLE replicas (
+	id         text COLLATE "C" NOT NULL PRIMARY KEY CHECK (id <> ''),
+	url        text NOT NULL CHECK (url <> ''),
+	started_at text COLLATE "C" NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	seen_at    text COLLATE "C" NOT NULL
+);
+`},
 }
 
 // Advisory lock keys, in the database's own space: the migration lock

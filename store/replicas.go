@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Replica is one gateway process of a cluster as the store knows it: its
@@ -145,6 +147,47 @@ func (m *Memory) DeleteReplica(ctx context.Context, id string, before time.Time)
 		if k == id || r.SeenAt.Before(before) {
 			delete(m.replicas, k)
 		}
+	}
+	return nil
+}
+
+// PutReplica is SQLite's PutReplica on PostgreSQL.
+func (p *Postgres) PutReplica(ctx context.Context, r Replica) error {
+	if err := checkReplica(r); err != nil {
+		return fmt.Errorf("putting a replica: %w", err)
+	}
+	if err := checkText("replica", "ID", r.ID, "URL", r.URL); err != nil {
+		return fmt.Errorf("putting a replica: %w", err)
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO replicas (`+replicaColumns+`) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = excluded.started_at, seen_at = excluded.seen_at`,
+		r.ID, r.URL, formatTime(r.StartedAt), formatTime(r.SeenAt))
+	if err != nil {
+		return fmt.Errorf("putting replica %q: %w", r.ID, err)
+	}
+	return nil
+}
+
+// ListReplicas is SQLite's ListReplicas on PostgreSQL.
+func (p *Postgres) ListReplicas(ctx context.Context, since time.Time) ([]Replica, error) {
+	if err := checkTime("since", since); err != nil {
+		return nil, fmt.Errorf("listing replicas: %w", err)
+	}
+	out, err := pgQueryAll(ctx, p, func(row pgx.Row) (Replica, error) { return scanReplica(row) },
+		`SELECT `+replicaColumns+` FROM replicas WHERE seen_at >= $1 ORDER BY id`, formatTime(since))
+	if err != nil {
+		return nil, fmt.Errorf("listing replicas: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteReplica is SQLite's DeleteReplica on PostgreSQL.
+func (p *Postgres) DeleteReplica(ctx context.Context, id string, before time.Time) error {
+	if err := checkTime("before", before); err != nil {
+		return fmt.Errorf("deleting a replica: %w", err)
+	}
+	if _, err := p.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1 OR seen_at < $2`, id, formatTime(before)); err != nil {
+		return fmt.Errorf("deleting replica %q: %w", id, err)
 	}
 	return nil
 }

@@ -16,15 +16,9 @@ type replicaStore interface {
 	DeleteReplica(context.Context, string, time.Time) error
 }
 
-var (
-	_ replicaStore = (*SQLite)(nil)
-	_ replicaStore = (*Memory)(nil)
-)
-
 func forEachReplicaStore(t *testing.T, f func(t *testing.T, s replicaStore)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) { f(t, openTest(t)) })
-	t.Run("memory", func(t *testing.T) { f(t, NewMemory()) })
+	forEachStore(t, nil, func(t *testing.T, s contractStore) { f(t, s) })
 }
 
 // TestReplicas: heartbeats replace a replica's record, a listing has the

@@ -12,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/mcpgw/mcpgw/auth"
+	"github.com/mcpgw/mcpgw/cluster"
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/admin"
@@ -47,6 +49,9 @@ type parts struct {
 	// adminHandler serves /admin on its own listener (admin.listen), or
 	// is nil when handler serves it.
 	adminHandler http.Handler
+	// leave stops this replica's heartbeats and takes it out of the
+	// cluster's registry (a no-op when it runs alone).
+	leave func()
 }
 
 // newParts builds the gateway from cfg and starts its upstreams in the
@@ -180,6 +185,38 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		return fail(err)
 	}
 	undo = append(undo, func() { modernEdge.Close(context.Background()) })
+	// In a cluster, this replica says it is alive in the shared store, and
+	// a session issued by another goes to that one.
+	var replicas *cluster.Cluster
+	leave := func() {}
+	if cfg.Cluster.Enabled {
+		id := cfg.Cluster.ReplicaID
+		if id == "" {
+			if id, err = os.Hostname(); err != nil || id == "" {
+				return fail(fmt.Errorf("cluster.replica_id is not set and the host name is unknown: %v", err))
+			}
+		}
+		replicas, err = cluster.New(cluster.Options{ID: id, URL: cfg.Cluster.SelfURL, Secret: secret, Registry: db, Logger: logger.With("component", "cluster")})
+		if err != nil {
+			return fail(err)
+		}
+		jctx, cancel := context.WithTimeout(context.Background(), 3*cluster.DefaultLapse)
+		err = replicas.Join(jctx)
+		cancel()
+		if err != nil {
+			return fail(err)
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { replicas.Run(rctx); close(done) }()
+		leave = sync.OnceFunc(func() { stop(); <-done })
+		undo = append(undo, leave)
+		logger.Info("joined the cluster", "replica", id, "self_url", cfg.Cluster.SelfURL)
+	}
+	var edgeCluster legacy.Cluster
+	if replicas != nil {
+		edgeCluster = replicas
+	}
 	edge, err := legacy.New(legacy.Options{
 		Modern:                  modernEdge,
 		RateLimit:               limiter,
@@ -198,6 +235,8 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		Store:                   sessions,
 		ResumeWindow:            time.Duration(cfg.ResumeWindow),
 		StreamAfter:             time.Duration(cfg.StreamAfter),
+		Cluster:                 edgeCluster,
+		Replica:                 replicaName(replicas),
 	})
 	if err != nil {
 		return fail(err)
@@ -273,10 +312,25 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	e.Any("/media/:name", mh)
 	// Every route of both listeners: no body framed by Transfer-Encoding
 	// (auth.RequireContentLength says why).
-	handler := auth.RequireContentLength(writeRefusal)(e)
+	var handler http.Handler = e
+	if replicas != nil {
+		// A forwarding token that does not come from a replica of this
+		// cluster is refused before any route sees it.
+		handler = replicas.Middleware(handler)
+	}
+	handler = auth.RequireContentLength(writeRefusal)(handler)
 
 	mgr.Start()
-	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, modern: modernEdge, adm: adm, ready: ready, handler: handler, adminHandler: adminHandler}, nil
+	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, modern: modernEdge, adm: adm, ready: ready, handler: handler, adminHandler: adminHandler, leave: leave}, nil
+}
+
+// replicaName is the name session ids carry: the cluster's, or "" (the
+// edge's default) when the gateway runs alone.
+func replicaName(c *cluster.Cluster) string {
+	if c == nil {
+		return ""
+	}
+	return c.ID()
 }
 
 // mountAdmin serves the admin API (its own echo router, api) under /admin
@@ -337,6 +391,7 @@ type database interface {
 	TouchSessions(context.Context, []store.SessionTouch) error
 	DeleteSessions(context.Context, ...string) error
 	DeleteIdleSessions(context.Context, time.Time) (int, error)
+	cluster.Registry
 	Ping(context.Context) error
 	Close() error
 }
@@ -443,6 +498,9 @@ const (
 // lets the last answers flush and the children stop.
 func (p *parts) shutdown(ctx context.Context, grace time.Duration, srv *http.Server) error {
 	p.ready.drain()
+	// The other replicas stop sending this one's sessions here: they
+	// end with it.
+	p.leave()
 	var errs []error
 	step := func(d time.Duration, f func(context.Context) error) {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)

@@ -67,6 +67,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	}
 	bound := *cfg
 	bound.PublicURL = publicURL // with the port it got, when it was 0
+	if cfg.Cluster.Enabled {
+		bound.Cluster.SelfURL = cfg.Cluster.URL(ln.Addr())
+	}
 	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: buildVersion(), LookupEnv: lookupEnv, Logger: logger})
 	if err != nil {
 		return err

@@ -51,6 +51,17 @@ const maxFinishedStreams = 32
 // maxEnded bounds Handler.ended.
 const maxEnded = 10000
 
+// Cluster is how a Handler reaches the replica that holds a session it
+// does not (cluster.Cluster).
+type Cluster interface {
+	// Forward sends r, whose body was read into body (nil: none), to the
+	// replica named, and copies its answer to w; false, with nothing
+	// written, when that replica is gone.
+	Forward(w http.ResponseWriter, r *http.Request, body []byte, replica string) bool
+	// Forwarded reports whether r came from another replica.
+	Forwarded(r *http.Request) bool
+}
+
 // Options configures a Handler.
 type Options struct {
 	// Core answers the requests. Required.
@@ -107,10 +118,15 @@ type Options struct {
 	// X-Forwarded-Host say how the client reached the gateway (for its
 	// media links). If empty, nobody's are believed.
 	TrustedProxies []netip.Prefix
-	// Replica names this replica inside the session ids it issues. It is
-	// not checked when a session is served: a Handler serves any session
-	// its Store holds, whatever issued it. If empty, the host name.
+	// Replica names this replica inside the session ids it issues. Alone
+	// (no Cluster), a Handler serves any session its Store holds, whatever
+	// issued it. In a cluster it serves only its own: another replica's
+	// go to that replica (Cluster), and are lost with it. If empty, the
+	// host name.
 	Replica string
+	// Cluster reaches the other replicas of a gateway that shares its
+	// Store with them. Nil: the gateway runs alone.
+	Cluster Cluster
 	// KeepAlive is the interval of SSE keep-alive comments on a stream
 	// that has nothing else to send. If zero, DefaultKeepAlive.
 	KeepAlive time.Duration

@@ -181,6 +181,30 @@ func (h *Handler) restore(r *http.Request, sid string) (*session, *refusal) {
 	return held, nil
 }
 
+// forward sends a request for the session sid, which this Handler does
+// not hold, to the replica of the cluster that issued it, and reports
+// whether the request is answered: by that replica, or here with 404 when
+// it is gone (its session went with it). A request that came from
+// another replica is never sent on.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, sid string, body []byte) bool {
+	if h.opts.Cluster == nil || h.held(sid) != nil || h.opts.Cluster.Forwarded(r) {
+		return false
+	}
+	payload, err := h.sealer.Open(sid)
+	if err != nil {
+		return false
+	}
+	var tok token
+	if json.Unmarshal(payload, &tok) != nil || tok.Replica == h.opts.Replica || tok.Principal != h.principal(r) {
+		return false
+	}
+	if !h.opts.Cluster.Forward(w, r, body, tok.Replica) {
+		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			"session not found: the gateway replica that held it is gone; send initialize without Mcp-Session-Id to start a new one", nil)
+	}
+	return true
+}
+
 // storedKey opens the session id sid of a request for a session this
 // process does not hold, and returns the short id of the session the
 // store may keep for the request's principal. ok is false when there is
@@ -194,7 +218,9 @@ func (h *Handler) storedKey(r *http.Request, sid string) (key, principal string,
 	if json.Unmarshal(payload, &tok) != nil || len(tok.Nonce) != nonceLen {
 		return "", "", false
 	}
-	if h.opts.Store == nil {
+	if h.opts.Store == nil || (h.opts.Cluster != nil && tok.Replica != h.opts.Replica) {
+		// In a cluster, another replica's session that was not forwarded
+		// to it (forward) went with that replica.
 		if tok.Replica != h.opts.Replica {
 			h.logger.Debug("request for another replica's session", "replica", tok.Replica)
 		}

@@ -101,6 +101,9 @@ func (h *Handler) post(c echo.Context) error {
 	if !ok {
 		return nil
 	}
+	if sid := r.Header.Get(HeaderSessionID); sid != "" && h.forward(w, r, sid, body) {
+		return nil
+	}
 	r = withTraceContext(r)
 	// Strict: a client is told what is wrong with its body (invalid
 	// UTF-8 too), and its id goes back as it came.
@@ -697,6 +700,9 @@ func (h *Handler) get(c echo.Context) error {
 			"GET /mcp opens an event stream: the Accept header must list text/event-stream", nil)
 		return nil
 	}
+	if sid := r.Header.Get(HeaderSessionID); sid != "" && h.forward(w, r, sid, nil) {
+		return nil
+	}
 	s := h.requireSession(w, r, "GET /mcp needs the Mcp-Session-Id of a session: send initialize first")
 	if s == nil {
 		return nil
@@ -781,6 +787,9 @@ func (h *Handler) delete(c echo.Context) error {
 		return nil
 	}
 	if !checkVersionHeader(w, r, jsonrpc.ID{}) {
+		return nil
+	}
+	if h.forward(w, r, sid, nil) {
 		return nil
 	}
 	var (

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// clusterSecret is the replicas' shared secret: each opens the session
+// ids and forwarding tokens of the others.
+const clusterSecret = "e2e-cluster-secret-0123456789abcdef"
+
+// startReplicas starts n gateways that share one database and secret, as
+// replicas r1..rn of a cluster (each reached by the others at its own
+// listening address), each in front of its own serverrequests child with
+// per_session upstream sessions.
+func startReplicas(t *testing.T, n int) []*gateway {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "shared.db")
+	var gs []*gateway
+	for i := 1; i <= n; i++ {
+		g := startGateway(t, baseEnv(), fmt.Sprintf(`secret: %s
+database: {path: %s}
+cluster: {enabled: true, replica_id: r%d}
+servers:
+  - name: asker
+    transport: stdio
+    command: %s
+    session_mode: per_session
+`, clusterSecret, db, i, bin("serverrequests")))
+		g.waitState(t, "asker", "running")
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+// roundRobin is what a load balancer without affinity does in front of
+// the replicas: each request to the next one. It counts what each got.
+type roundRobin struct {
+	*httptest.Server
+	mu   sync.Mutex
+	next int
+	got  []int
+}
+
+func newRoundRobin(t *testing.T, gs []*gateway) *roundRobin {
+	rr := &roundRobin{got: make([]int, len(gs))}
+	var proxies []*httputil.ReverseProxy
+	for _, g := range gs {
+		u, _ := url.Parse(g.URL)
+		proxies = append(proxies, &httputil.ReverseProxy{
+			Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = pr.In.Host },
+			FlushInterval: -1,
+		})
+	}
+	rr.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rr.mu.Lock()
+		i := rr.next % len(proxies)
+		rr.next++
+		rr.got[i]++
+		rr.mu.Unlock()
+		proxies[i].ServeHTTP(w, r)
+	}))
+	t.Cleanup(rr.Close)
+	return rr
+}
+
+func (rr *roundRobin) counts() []int {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return append([]int(nil), rr.got...)
+}
+
+// TestCluster_SessionAcrossReplicas: a 2025 session whose requests land on
+// either of two replicas, in turn, is served as one: its lists and calls,
+// its GET stream and the elicitation the server sends on it, and the
+// answer, each forwarded to the replica that holds the session. A
+// forwarding token from outside is refused; when the owner is killed,
+// the session's requests get 404 at once on the other replica.
+func TestCluster_SessionAcrossReplicas(t *testing.T) {
+	gs := startReplicas(t, 2)
+	rr := newRoundRobin(t, gs)
+	front := &gateway{URL: rr.URL}
+
+	var seen recorder
+	cs := elicitingClient(t, front, &seen, "teal")
+	for range 4 {
+		res, err := cs.ListTools(ctxT(t), nil)
+		if err != nil {
+			t.Fatalf("listing tools through the replicas: %v", err)
+		}
+		if len(res.Tools) != 3 {
+			t.Errorf("tools/list = %d tools, want the asker's 3", len(res.Tools))
+		}
+	}
+	if got := elicitLater(t, cs, "Colour, across replicas?"); got != `action=accept content={"answer":"teal"}` {
+		t.Errorf("the server got %q, want the client's answer", got)
+	}
+	if diff := cmp.Diff([]string{"Colour, across replicas?"}, seen.all()); diff != "" {
+		t.Errorf("the client was asked (-want +got):\n%s", diff)
+	}
+	if got := rr.counts(); got[0] == 0 || got[1] == 0 {
+		t.Fatalf("requests per replica %v: both must have had some", got)
+	}
+	// The replica that started the session answered all of them; the
+	// other forwarded what it got.
+	if n := strings.Count(gs[1].Stderr(), `"msg":"request answered"`); n != 0 {
+		t.Errorf("the second replica answered %d requests itself, want all forwarded", n)
+	}
+	if n := strings.Count(gs[0].Stderr(), `"msg":"request answered"`); n < 6 {
+		t.Errorf("the owner answered %d requests, want every one of the session's", n)
+	}
+
+	// A forwarding token a client made up.
+	h := http.Header{}
+	h.Set("Mcpgw-Replica-Token", "made-up")
+	h.Set("Mcp-Session-Id", cs.ID())
+	h.Set("MCP-Protocol-Version", legacyVersion)
+	for _, g := range gs {
+		ans := postRaw(t, g.URL+"/mcp", h, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if ans.status != http.StatusForbidden {
+			t.Errorf("a made-up forwarding token at %s: status %d, want 403", g.URL, ans.status)
+		}
+	}
+
+	// The session was initialized on the first replica; it goes with it.
+	owner, other := gs[0], gs[1]
+	syscall.Kill(owner.cmd.Process.Pid, syscall.SIGKILL)
+	<-owner.done
+	h.Del("Mcpgw-Replica-Token")
+	ans := postRaw(t, other.URL+"/mcp", h, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if ans.status != http.StatusNotFound || !strings.Contains(ans.body, "replica that held it is gone") {
+		t.Errorf("a request of the killed replica's session: %d %s, want 404 saying its replica is gone", ans.status, ans.body)
+	}
+	// A new session on the replica left works.
+	again := connectRelay(t, other, &mcp.ClientOptions{})
+	if _, err := again.ListTools(ctxT(t), nil); err != nil {
+		t.Errorf("a new session on the replica left: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -93,7 +95,14 @@ func TestCluster_SessionAcrossReplicas(t *testing.T) {
 	front := &gateway{URL: rr.URL}
 
 	var seen recorder
-	cs := elicitingClient(t, front, &seen, "teal")
+	changed := make(chan struct{}, 16)
+	cs := connectRelay(t, front, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			seen.add(req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "teal"}}, nil
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
 	for range 4 {
 		res, err := cs.ListTools(ctxT(t), nil)
 		if err != nil {
@@ -121,6 +130,30 @@ func TestCluster_SessionAcrossReplicas(t *testing.T) {
 		t.Errorf("the owner answered %d requests, want every one of the session's", n)
 	}
 
+	// A server registered through the second replica's admin API runs on
+	// the first too, which tells the session on its GET stream.
+	web := start(t, baseEnv(), "serverrequests", "-http", "127.0.0.1:0", "-name", "web")
+	webURL := web.waitLine(t, "the web server's address", func(l string) string {
+		if u, ok := strings.CutPrefix(l, "listening on "); ok {
+			return strings.TrimSpace(u)
+		}
+		return ""
+	})
+	if status, body := gs[1].adminDo(t, "POST", "/admin/servers", adminToken, fmt.Sprintf(`{"name":"web","transport":"http","url":%q}`, webURL)); status != http.StatusCreated {
+		t.Fatalf("registering web on the second replica: %d %s", status, body)
+	}
+	gs[0].waitKnown(t, "web")
+	gs[0].waitState(t, "web", "running")
+	select {
+	case <-changed:
+	case <-ctxT(t).Done():
+		t.Fatal("no tools/list_changed on the session's GET stream after another replica's admin change")
+	}
+	res, err := cs.ListTools(ctxT(t), nil)
+	if err != nil || len(res.Tools) != 6 {
+		t.Errorf("tools/list after web was registered: %v, %v; want the asker's and web's 6", res, err)
+	}
+
 	// A forwarding token a client made up.
 	h := http.Header{}
 	h.Set("Mcpgw-Replica-Token", "made-up")
@@ -146,5 +179,22 @@ func TestCluster_SessionAcrossReplicas(t *testing.T) {
 	again := connectRelay(t, other, &mcp.ClientOptions{})
 	if _, err := again.ListTools(ctxT(t), nil); err != nil {
 		t.Errorf("a new session on the replica left: %v", err)
+	}
+}
+
+// waitKnown waits until the admin API knows the server name: registered
+// elsewhere, it comes here within a round of following the store.
+func (g *gateway) waitKnown(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, body := g.adminDo(t, "GET", "/admin/servers/"+name, g.Admin, "")
+		switch {
+		case status == http.StatusOK:
+			return
+		case status != http.StatusNotFound || time.Now().After(deadline):
+			t.Fatalf("GET /admin/servers/%s = %d %s", name, status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

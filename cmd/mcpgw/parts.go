@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -563,12 +562,6 @@ func restoreServers(ctx context.Context, cfg *config.Config, db admin.ServerStor
 	for _, sc := range cfg.Servers {
 		inFile[sc.Name] = true
 	}
-	lookup := func(name string) (string, bool) {
-		if !strings.HasPrefix(name, cfg.Admin.EnvPrefix) {
-			return "", false
-		}
-		return os.LookupEnv(name)
-	}
 	for _, rec := range recs {
 		switch {
 		case inFile[rec.Name]:
@@ -581,19 +574,12 @@ func restoreServers(ctx context.Context, cfg *config.Config, db admin.ServerStor
 				}
 			}
 		case rec.Source == store.ServerSourceAPI:
-			srv, ps := config.ParseServer(rec.Entry, cfg.Naming, lookup)
-			if len(ps) > 0 {
-				logger.Error("skipping a server registered through the admin API: its entry no longer validates", "server", rec.Name, "problems", ps.Error())
-				continue
-			}
 			// The admin API's own rules: a record they no longer allow
 			// (or allowed before they were as strict) runs nothing.
-			if ps := cfg.Admin.CheckRegistration(&srv); len(ps) > 0 {
-				logger.Error("skipping a stdio server registered through the admin API: admin.stdio_commands, admin.stdio_cwd or admin.stdio_env no longer allow it", "server", rec.Name, "problems", ps.Error())
+			srv, err := registered(cfg, rec)
+			if err != nil {
+				logger.Error("skipping a server registered through the admin API", "server", rec.Name, "problem", err.Error())
 				continue
-			}
-			if rec.Enabled != nil {
-				srv.Enabled = rec.Enabled
 			}
 			if err := mgr.Add(srv); err != nil {
 				return fmt.Errorf("adding server %q: %w", rec.Name, err)

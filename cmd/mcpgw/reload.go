@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/gateway"
@@ -30,6 +31,9 @@ type reloader struct {
 
 	mu  sync.Mutex
 	cfg *config.Config // the config in effect
+	// skipped remembers, by server, the record sync last refused, so
+	// that it says so once.
+	skipped map[string]time.Time
 }
 
 // reload applies the config file's current servers. On a problem in the

@@ -76,12 +76,12 @@ admin:
 	}
 	skipped := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var rec struct{ Level, Msg, Server, Problems string }
+		var rec struct{ Level, Msg, Server, Problem string }
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
 		}
-		if rec.Level == "ERROR" && strings.HasPrefix(rec.Msg, "skipping a stdio server") {
-			skipped[rec.Server] = rec.Problems
+		if rec.Level == "ERROR" && strings.HasPrefix(rec.Msg, "skipping a server registered") && strings.Contains(rec.Problem, "no longer allow it") {
+			skipped[rec.Server] = rec.Problem
 		}
 	}
 	want := map[string]string{

@@ -92,6 +92,11 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 
 	r := &reloader{path: path, lookup: lookupEnv, mgr: p.mgr, db: p.db, adm: p.adm, core: p.core, logger: logger, cfg: cfg}
 	p.adm.SetReloader(r.reload)
+	if cfg.Cluster.Enabled {
+		// The other replicas' admin changes reach this one through the
+		// store.
+		go r.follow(ctx)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -160,6 +160,14 @@ func (a *API) SetConfigServers(names []string) {
 	a.fromCfg.Store(&m)
 }
 
+// Serialize runs f while no change of servers through this API is under
+// way, as another replica's changes are applied here.
+func (a *API) Serialize(f func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f()
+}
+
 // isConfig reports whether name is a server of the config file.
 func (a *API) isConfig(name string) bool {
 	return (*a.fromCfg.Load())[name]

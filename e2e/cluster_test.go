@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +31,9 @@ const clusterSecret = "e2e-cluster-secret-0123456789abcdef"
 // per_session upstream sessions.
 func startReplicas(t *testing.T, n int) []*gateway {
 	t.Helper()
+	if out, err := buildBridge(); err != nil {
+		t.Fatalf("building bridgeserver: %v\n%s", err, out)
+	}
 	db := filepath.Join(t.TempDir(), "shared.db")
 	var gs []*gateway
 	for i := 1; i <= n; i++ {
@@ -39,8 +45,14 @@ servers:
     transport: stdio
     command: %s
     session_mode: per_session
-`, clusterSecret, db, i, bin("serverrequests")))
+  - name: bridge
+    transport: stdio
+    command: %s
+    args: [-legacy]
+    protocol: legacy
+`, clusterSecret, db, i, bin("serverrequests"), bin("bridgeserver")))
 		g.waitState(t, "asker", "running")
+		g.waitState(t, "bridge", "running")
 		gs = append(gs, g)
 	}
 	return gs
@@ -63,6 +75,7 @@ func newRoundRobin(t *testing.T, gs []*gateway) *roundRobin {
 		proxies = append(proxies, &httputil.ReverseProxy{
 			Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = pr.In.Host },
 			FlushInterval: -1,
+			ErrorLog:      log.New(io.Discard, "", 0), // a killed replica's cut streams
 		})
 	}
 	rr.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,8 +121,8 @@ func TestCluster_SessionAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatalf("listing tools through the replicas: %v", err)
 		}
-		if len(res.Tools) != 3 {
-			t.Errorf("tools/list = %d tools, want the asker's 3", len(res.Tools))
+		if len(res.Tools) < 4 {
+			t.Errorf("tools/list = %d tools, want the asker's and the bridge's", len(res.Tools))
 		}
 	}
 	if got := elicitLater(t, cs, "Colour, across replicas?"); got != `action=accept content={"answer":"teal"}` {
@@ -150,8 +163,8 @@ func TestCluster_SessionAcrossReplicas(t *testing.T) {
 		t.Fatal("no tools/list_changed on the session's GET stream after another replica's admin change")
 	}
 	res, err := cs.ListTools(ctxT(t), nil)
-	if err != nil || len(res.Tools) != 6 {
-		t.Errorf("tools/list after web was registered: %v, %v; want the asker's and web's 6", res, err)
+	if err != nil || !slices.ContainsFunc(res.Tools, func(tl *mcp.Tool) bool { return tl.Name == "mcp__web__elicit_later" }) {
+		t.Errorf("tools/list after web was registered: %v, %v; want web's tools", res, err)
 	}
 
 	// A forwarding token a client made up.
@@ -196,5 +209,28 @@ func (g *gateway) waitKnown(t *testing.T, name string) {
 			t.Fatalf("GET /admin/servers/%s = %d %s", name, status, body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCluster_ParkedCallElsewhere: a 2026-07-28 client's call to a 2025
+// server that asks for input mid-call is parked on the replica it reached;
+// the follow-up, sent to another replica, is forwarded to that one and
+// gets the call's result.
+func TestCluster_ParkedCallElsewhere(t *testing.T) {
+	gs := startReplicas(t, 2)
+	first := connectBridge(t, gs[0], "2026", true)
+	second := connectBridge(t, gs[1], "2026", true)
+	const message = "Which replica answers?"
+	key, state := first.inputRequired(t, "cluster", message)
+	res, err := second.retry(t, "cluster", message, key, "from the other one", state)
+	if err != nil {
+		t.Fatalf("the follow-up on the other replica: %v", err)
+	}
+	if got := text(res); got != "action=accept answer=from the other one" || res.IsError {
+		t.Errorf("the call's result = %q (isError %v), want the answer given on the other replica", got, res.IsError)
+	}
+	// The replica that parked the call answered both requests.
+	if n := strings.Count(gs[0].Stderr(), `"tool":"mcp__bridge__ask","principal":"anonymous","duration_ms"`); n != 2 {
+		t.Errorf("the first replica answered %d ask requests, want the call and its follow-up", n)
 	}
 }

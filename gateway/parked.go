@@ -593,6 +593,19 @@ func (s *Server) urlInputRequired(req *Request, server, method string, body json
 	return append(out, '}'), nil
 }
 
+// ElsewhereError is the error of a request that only another replica can
+// serve (it holds the parked call the request follows up): an edge in a
+// cluster sends the request there; without one, or when that replica is
+// gone, the client gets the -32602 it wraps.
+type ElsewhereError struct {
+	// Replica names the replica, as Options.Replica named it there.
+	Replica string
+	err     error
+}
+
+func (e *ElsewhereError) Error() string { return e.err.Error() }
+func (e *ElsewhereError) Unwrap() error { return e.err }
+
 // resumeParked serves a 2026-07-28 client's follow-up of a parked call:
 // its inputResponses answer the server's waiting requests, and it waits
 // for the call's next event.
@@ -601,7 +614,8 @@ func (s *Server) resumeParked(ctx context.Context, req *Request, st *requestStat
 		return invalidParams("invalid requestState: %s; send the request again without requestState and inputResponses to start over", why)
 	}
 	if st.Owner != s.replica {
-		return nil, bad("the call it names is held by another gateway process (this one restarted, or another replica holds it)")
+		return nil, &ElsewhereError{Replica: st.Owner,
+			err: bad("the call it names is held by another gateway process (this one restarted, or another replica holds it)")}
 	}
 	s.parkMu.Lock()
 	pc := s.parked[st.Parked]

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,7 +356,7 @@ func TestParked_ClientGone(t *testing.T) {
 
 func wantInvalidParams(t *testing.T, err error, want string) {
 	t.Helper()
-	jerr, ok := err.(*jsonrpc.Error)
+	jerr, ok := errors.AsType[*jsonrpc.Error](err)
 	if !ok || jerr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(jerr.Message, want) {
 		t.Errorf("%v, want -32602 saying %q", err, want)
 	}
@@ -507,7 +508,7 @@ func TestParked_Bounds(t *testing.T) {
 func TestParked_OtherProcess(t *testing.T) {
 	secret := []byte(strings.Repeat("s", 32))
 	answers := make(chan string, 4)
-	a := newCore(t, upstreamtest.NewManager(parkedServer(answers)), Options{Naming: config.Naming{PrefixMode: "never"}, Secret: secret})
+	a := newCore(t, upstreamtest.NewManager(parkedServer(answers)), Options{Naming: config.Naming{PrefixMode: "never"}, Secret: secret, Replica: "r-a"})
 	b := newCore(t, upstreamtest.NewManager(parkedServer(answers)), Options{Naming: config.Naming{PrefixMode: "never"}, Secret: secret})
 	ctx := context.Background()
 	res, err := modernCall(a, ctx, "alice", "tools/call", `{"name":"one","arguments":{}}`)
@@ -515,6 +516,10 @@ func TestParked_OtherProcess(t *testing.T) {
 	follow := followUp("one", state, map[string]string{keys["elicitation/create"]: `{"action":"accept"}`})
 	_, err = modernCall(b, ctx, "alice", "tools/call", follow)
 	wantInvalidParams(t, err, "held by another gateway process")
+	// An edge in a cluster learns where to send it.
+	if ee, ok := errors.AsType[*ElsewhereError](err); !ok || ee.Replica != "r-a" {
+		t.Errorf("err = %#v, want an ElsewhereError naming r-a", err)
+	}
 	res, err = modernCall(a, ctx, "alice", "tools/call", follow)
 	if err != nil || res.Type != ResultComplete {
 		t.Fatalf("the owner's follow-up: %v %v", res, err)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,11 @@ var _ Upstreams = (*upstream.Manager)(nil)
 type Options struct {
 	// Upstreams are the servers behind the gateway. Required.
 	Upstreams Upstreams
+	// Replica names this process in what it hands out that only it can
+	// serve (a parked call's requestState): in a cluster, the replica's
+	// name, so that another replica knows where to send the follow-up.
+	// If empty, a random name of this process.
+	Replica string
 	// Logger receives the core's logs. Nil discards them.
 	Logger *slog.Logger
 	// Name and Version are the gateway's Implementation, sent to clients.
@@ -339,7 +345,7 @@ func New(opts Options) (*Server, error) {
 		pending:  map[string]bool{},
 		parked:   map[string]*parkedCall{},
 		parkedBy: map[string]int{},
-		replica:  newReplicaID(),
+		replica:  cmp.Or(opts.Replica, newReplicaID()),
 	}
 	s.subs.init()
 	s.tasks.init()

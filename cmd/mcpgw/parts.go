@@ -109,7 +109,36 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		return fail(fmt.Errorf("registering the media metrics: %w", err))
 	}
 	undo = append(undo, unobserve)
+	// In a cluster, this replica says it is alive in the shared store, and
+	// a session issued by another goes to that one.
+	var replicas *cluster.Cluster
+	leave := func() {}
+	if cfg.Cluster.Enabled {
+		id := cfg.Cluster.ReplicaID
+		if id == "" {
+			if id, err = os.Hostname(); err != nil || id == "" {
+				return fail(fmt.Errorf("cluster.replica_id is not set and the host name is unknown: %v", err))
+			}
+		}
+		replicas, err = cluster.New(cluster.Options{ID: id, URL: cfg.Cluster.SelfURL, Secret: secret, Registry: db, Logger: logger.With("component", "cluster")})
+		if err != nil {
+			return fail(err)
+		}
+		jctx, cancel := context.WithTimeout(context.Background(), 3*cluster.DefaultLapse)
+		err = replicas.Join(jctx)
+		cancel()
+		if err != nil {
+			return fail(err)
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { replicas.Run(rctx); close(done) }()
+		leave = sync.OnceFunc(func() { stop(); <-done })
+		undo = append(undo, leave)
+		logger.Info("joined the cluster", "replica", id, "self_url", cfg.Cluster.SelfURL)
+	}
 	core, err := gateway.New(gateway.Options{
+		Replica:             replicaName(replicas),
 		Media:               media,
 		MediaConfig:         cfg.Media,
 		PublicURL:           cfg.PublicURL,
@@ -173,7 +202,12 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	}
 	allowHost := func(h string) bool { return config.HostAllowed(cfg.AllowedHosts, h) }
 	allowOrigin := func(o string) bool { return config.OriginAllowed(cfg.AllowedOrigins, o) }
+	var modernCluster modern.Cluster
+	if replicas != nil {
+		modernCluster = replicas
+	}
 	modernEdge, err := modern.New(modern.Options{
+		Cluster:        modernCluster,
 		Core:           core,
 		Logger:         logger,
 		LegacyVersions: legacy.Versions,
@@ -184,34 +218,6 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		return fail(err)
 	}
 	undo = append(undo, func() { modernEdge.Close(context.Background()) })
-	// In a cluster, this replica says it is alive in the shared store, and
-	// a session issued by another goes to that one.
-	var replicas *cluster.Cluster
-	leave := func() {}
-	if cfg.Cluster.Enabled {
-		id := cfg.Cluster.ReplicaID
-		if id == "" {
-			if id, err = os.Hostname(); err != nil || id == "" {
-				return fail(fmt.Errorf("cluster.replica_id is not set and the host name is unknown: %v", err))
-			}
-		}
-		replicas, err = cluster.New(cluster.Options{ID: id, URL: cfg.Cluster.SelfURL, Secret: secret, Registry: db, Logger: logger.With("component", "cluster")})
-		if err != nil {
-			return fail(err)
-		}
-		jctx, cancel := context.WithTimeout(context.Background(), 3*cluster.DefaultLapse)
-		err = replicas.Join(jctx)
-		cancel()
-		if err != nil {
-			return fail(err)
-		}
-		rctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { replicas.Run(rctx); close(done) }()
-		leave = sync.OnceFunc(func() { stop(); <-done })
-		undo = append(undo, leave)
-		logger.Info("joined the cluster", "replica", id, "self_url", cfg.Cluster.SelfURL)
-	}
 	var edgeCluster legacy.Cluster
 	if replicas != nil {
 		edgeCluster = replicas

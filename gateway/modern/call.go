@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/mcpgw/gateway"
 	"github.com/mcpgw/mcpgw/gateway/front"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -22,7 +23,7 @@ var (
 
 // call answers a request the core serves: the merged lists, tool calls,
 // prompts, resources and completions.
-func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request) {
+func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request, m *jsonrpc.Message) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &response{w: w, rc: http.NewResponseController(w), h: h}
@@ -77,6 +78,9 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request) {
 			"the gateway shut down before this request finished; it was cancelled upstream; retry it", nil)))
 		return
 	}
+	if ee, ok := errors.AsType[*gateway.ElsewhereError](err); ok && h.forward(w, r, out, m, ee.Replica) {
+		return
+	}
 	if err != nil {
 		jerr, ok := errors.AsType[*jsonrpc.Error](err)
 		if !ok {
@@ -95,6 +99,26 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	out.final(http.StatusOK, resultResponse(req.id, body))
+}
+
+// forward sends m, which only the replica named can serve, there, unless
+// it came from a replica or its answer has begun, and reports whether
+// that replica answered.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, out *response, m *jsonrpc.Message, replica string) bool {
+	if h.opts.Cluster == nil || h.opts.Cluster.Forwarded(r) {
+		return false
+	}
+	out.mu.Lock()
+	started := out.streaming || out.done
+	out.mu.Unlock()
+	if started {
+		return false
+	}
+	body, err := jsonrpc.Encode(m)
+	if err != nil {
+		return false
+	}
+	return h.opts.Cluster.Forward(w, r, body, replica)
 }
 
 // wantsLog reports whether a log message's params are at or above level,

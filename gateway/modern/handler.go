@@ -82,6 +82,18 @@ type Options struct {
 	// and DefaultMaxListensPerPrincipal.
 	MaxPerPrincipal        int
 	MaxListensPerPrincipal int
+	// Cluster reaches the other replicas: a follow-up of a call another
+	// replica holds is sent there. Nil: the gateway runs alone.
+	Cluster Cluster
+}
+
+// Cluster is how the edge reaches another replica (cluster.Cluster).
+type Cluster interface {
+	// Forward sends r, with body, to the replica named and copies its
+	// answer to w; false, with nothing written, when it is gone.
+	Forward(w http.ResponseWriter, r *http.Request, body []byte, replica string) bool
+	// Forwarded reports whether r came from another replica.
+	Forwarded(r *http.Request) bool
 }
 
 // Handler serves the modern era's requests. Create it with New, hand it
@@ -273,7 +285,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 	case m.Method == "subscriptions/listen":
 		h.listen(w, r, req)
 	case relayed(m.Method):
-		h.call(w, r, req)
+		h.call(w, r, req, m)
 	default:
 		// What this edge answers alone is observed like what the core
 		// answers: spans, metrics and the debug line.

@@ -31,13 +31,20 @@ const clusterSecret = "e2e-cluster-secret-0123456789abcdef"
 // per_session upstream sessions.
 func startReplicas(t *testing.T, n int) []*gateway {
 	t.Helper()
+	return startReplicasWith(t, n, "", "")
+}
+
+// startReplicasWith is startReplicas with more top-level config (top) and
+// more servers (servers, entries of the servers list).
+func startReplicasWith(t *testing.T, n int, top, servers string) []*gateway {
+	t.Helper()
 	if out, err := buildBridge(); err != nil {
 		t.Fatalf("building bridgeserver: %v\n%s", err, out)
 	}
 	db := filepath.Join(t.TempDir(), "shared.db")
 	var gs []*gateway
 	for i := 1; i <= n; i++ {
-		g := startGateway(t, baseEnv(), fmt.Sprintf(`secret: %s
+		g := startGateway(t, baseEnv(), top+fmt.Sprintf(`secret: %s
 database: {path: %s}
 cluster: {enabled: true, replica_id: r%d}
 servers:
@@ -50,7 +57,7 @@ servers:
     command: %s
     args: [-legacy]
     protocol: legacy
-`, clusterSecret, db, i, bin("serverrequests"), bin("bridgeserver")))
+`, clusterSecret, db, i, bin("serverrequests"), bin("bridgeserver"))+servers)
 		g.waitState(t, "asker", "running")
 		g.waitState(t, "bridge", "running")
 		gs = append(gs, g)
@@ -229,8 +236,46 @@ func TestCluster_ParkedCallElsewhere(t *testing.T) {
 	if got := text(res); got != "action=accept answer=from the other one" || res.IsError {
 		t.Errorf("the call's result = %q (isError %v), want the answer given on the other replica", got, res.IsError)
 	}
-	// The replica that parked the call answered both requests.
-	if n := strings.Count(gs[0].Stderr(), `"tool":"mcp__bridge__ask","principal":"anonymous","duration_ms"`); n != 2 {
-		t.Errorf("the first replica answered %d ask requests, want the call and its follow-up", n)
+	// Only the first replica holds the parked call: the answer above came
+	// from it (the second, serving it itself, answers -32602).
+}
+
+// TestCluster_TaskElsewhere: a 2026-07-28 client's hosted task runs on
+// the replica that made it; polled, answered (tasks/update) and cancelled
+// through another replica, each request reaches it.
+func TestCluster_TaskElsewhere(t *testing.T) {
+	plainURL, _ := startTaskExt(t, "plain")
+	gs := startReplicasWith(t, 2, "tasks: {promote_after: 100ms, poll_interval: 50ms}\n",
+		fmt.Sprintf("  - {name: plain, transport: http, url: %q, protocol: modern}\n", plainURL))
+	for _, g := range gs {
+		g.waitState(t, "plain", "running")
+	}
+	maker := &extClient{t: t, url: gs[0].URL, caps: tasksExtCaps}
+	other := &extClient{t: t, url: gs[1].URL, caps: tasksExtCaps}
+
+	created := maker.result("tools/call", map[string]any{"name": "mcp__plain__confirm_delete", "arguments": map[string]any{"filename": "b.txt"}})
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" {
+		t.Fatalf("tools/call = %v, want a hosted task", created)
+	}
+	asking := other.await(id, func(task map[string]any) bool { return task["status"] != "working" })
+	reqs, _ := asking["inputRequests"].(map[string]any)
+	if asking["status"] != "input_required" || len(reqs) != 1 {
+		t.Fatalf("tasks/get on the other replica = %v, want the input request the maker holds", asking)
+	}
+	answers := map[string]any{}
+	for k := range reqs {
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+	}
+	other.result("tasks/update", map[string]any{"taskId": id, "inputResponses": answers})
+	if done := other.await(id, terminalTask); done["status"] != "completed" || firstText(done["result"]) != "deleted b.txt" {
+		t.Errorf("tasks/get on the other replica = %v, want the confirmed delete", done)
+	}
+
+	created = maker.result("tools/call", map[string]any{"name": "mcp__plain__slow_compute", "arguments": map[string]any{"seconds": 60, "label": "long"}})
+	id, _ = created["taskId"].(string)
+	other.result("tasks/cancel", map[string]any{"taskId": id})
+	if done := maker.await(id, terminalTask); done["status"] != "cancelled" {
+		t.Errorf("tasks/get on the maker after a cancel through the other = %v", done)
 	}
 }

@@ -594,13 +594,17 @@ func (s *Server) urlInputRequired(req *Request, server, method string, body json
 }
 
 // ElsewhereError is the error of a request that only another replica can
-// serve (it holds the parked call the request follows up): an edge in a
-// cluster sends the request there; without one, or when that replica is
-// gone, the client gets the -32602 it wraps.
+// serve (it holds the parked call the request follows up, or runs the
+// task it names): an edge in a cluster sends the request there; without
+// one, or when that replica is gone, the answer is Fallback's, or the
+// error it wraps.
 type ElsewhereError struct {
 	// Replica names the replica, as Options.Replica named it there.
 	Replica string
-	err     error
+	// Fallback, if not nil, answers the request when that replica cannot
+	// be reached; otherwise the answer is the error this one wraps.
+	Fallback func() (*Result, error)
+	err      error
 }
 
 func (e *ElsewhereError) Error() string { return e.err.Error() }

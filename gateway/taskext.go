@@ -113,7 +113,7 @@ func (x *extTask) sink(method string, params json.RawMessage) {
 
 // newExtTaskID seals a fresh task id of the extension for owner.
 func (s *Server) newExtTaskID(owner string) string {
-	b, _ := json.Marshal(taskToken{Nonce: s.relay.mint("t") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), Owner: owner, Modern: true})
+	b, _ := json.Marshal(taskToken{Nonce: s.relay.mint("t") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), Owner: owner, Modern: true, Replica: s.opts.Replica})
 	return s.taskSealer.Seal(b)
 }
 
@@ -470,10 +470,27 @@ func (s *Server) extLive(id string) *extTask {
 	return nil
 }
 
+// elsewhere returns, for a request about the unfinished task rec that
+// another replica made, an ElsewhereError naming that replica: its call,
+// its waiting input requests and the server session that knows it live
+// there. fallback, if not nil, answers when that replica cannot be
+// reached. A finished task is served from its record by any replica.
+func (s *Server) elsewhere(rec store.Task, fallback func() (*Result, error)) error {
+	owner := s.taskReplica(rec.ID)
+	if terminal(rec.Status) || owner == s.opts.Replica {
+		return nil
+	}
+	return &ElsewhereError{Replica: owner, Fallback: fallback,
+		err: jsonrpc.Errorf(jsonrpc.CodeInternalError, "the task runs on gateway replica %q, which cannot be reached now; try again", owner)}
+}
+
 // extTasksGet serves tasks/get of the extension.
 func (s *Server) extTasksGet(ctx context.Context, req *Request) (*Result, error) {
 	rec, err := s.extLookup(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.elsewhere(rec, func() (*Result, error) { return complete(extTaskJSON(rec, nil)), nil }); err != nil {
 		return nil, err
 	}
 	if !rec.Hosted {
@@ -509,6 +526,9 @@ func (s *Server) extTasksUpdate(ctx context.Context, req *Request) (*Result, err
 	if err != nil {
 		return nil, err
 	}
+	if err := s.elsewhere(rec, nil); err != nil {
+		return nil, err
+	}
 	if !rec.Hosted && !s.bridged(rec) {
 		if terminal(rec.Status) {
 			return complete(json.RawMessage(`{}`)), nil
@@ -529,6 +549,15 @@ func (s *Server) extTasksUpdate(ctx context.Context, req *Request) (*Result, err
 func (s *Server) extTasksCancel(ctx context.Context, req *Request) (*Result, error) {
 	rec, err := s.extLookup(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.elsewhere(rec, func() (*Result, error) {
+		// Its replica cannot be reached: the record says cancelled, and
+		// the call, if it still runs there, ends unread.
+		rec.Status, rec.StatusMessage, rec.UpdatedAt = taskCancelled, "cancelled by the client", time.Now()
+		s.saveTask(rec)
+		return complete(json.RawMessage(`{}`)), nil
+	}); err != nil {
 		return nil, err
 	}
 	if !terminal(rec.Status) && !rec.Hosted {

@@ -136,6 +136,20 @@ type taskToken struct {
 	// Modern marks a task of the 2026-07-28 extension (taskext.go): its
 	// id means nothing to a 2025 client's tasks/*, and the other way.
 	Modern bool `json:"m,omitempty"`
+	// Replica names the replica of a cluster that made the task, which
+	// alone runs a hosted task's call and holds its waiting input
+	// requests (Options.Replica; "" for a gateway alone).
+	Replica string `json:"r,omitempty"`
+}
+
+// taskReplica returns the replica that made the task id, or "".
+func (s *Server) taskReplica(id string) string {
+	b, err := s.taskSealer.Open(id)
+	var tok taskToken
+	if err != nil || json.Unmarshal(b, &tok) != nil {
+		return ""
+	}
+	return tok.Replica
 }
 
 // owner returns who a request's tasks belong to. A modern request has no
@@ -152,7 +166,7 @@ func owner(req *Request) string {
 
 // newTaskID seals a fresh task id for owner.
 func (s *Server) newTaskID(owner string) string {
-	b, _ := json.Marshal(taskToken{Nonce: s.relay.mint("t") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), Owner: owner})
+	b, _ := json.Marshal(taskToken{Nonce: s.relay.mint("t") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), Owner: owner, Replica: s.opts.Replica})
 	return s.taskSealer.Seal(b)
 }
 
@@ -1079,6 +1093,11 @@ func (s *Server) recoverTasks(ctx context.Context) {
 		return
 	}
 	for _, rec := range recs {
+		if s.taskReplica(rec.ID) != s.opts.Replica {
+			// Another replica's: it runs there, or that replica recovers
+			// it when it comes back under its name.
+			continue
+		}
 		switch {
 		case rec.Hosted:
 			rec.Status, rec.StatusMessage = taskFailed, "the gateway restarted while the task ran"

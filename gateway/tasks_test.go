@@ -554,3 +554,34 @@ func TestKeptAtMost(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverTasks_Replicas: a replica that starts fails only its own
+// unfinished hosted tasks (its calls died with it), never those another
+// replica of the cluster runs over the same store.
+func TestRecoverTasks_Replicas(t *testing.T) {
+	shared := store.NewMemory()
+	secret := []byte(strings.Repeat("s", 32))
+	m := func() *upstreamtest.Manager { return upstreamtest.NewManager(&upstreamtest.Server{Name: "up"}) }
+	r1 := newCore(t, m(), Options{Tasks: shared, Secret: secret, Replica: "r1"})
+	now := time.Now()
+	rec := store.Task{ID: r1.newExtTaskID("alice"), Owner: "alice", Server: "up", Hosted: true, Transport: "http", Tool: "slow",
+		Status: taskWorking, CreatedAt: now, UpdatedAt: now}
+	if err := shared.PutTask(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		got, err := shared.GetTask(context.Background(), rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Status
+	}
+	newCore(t, m(), Options{Tasks: shared, Secret: secret, Replica: "r2"})
+	if got := status(); got != taskWorking {
+		t.Errorf("r1's task after r2 started: %s, want still working", got)
+	}
+	newCore(t, m(), Options{Tasks: shared, Secret: secret, Replica: "r1"})
+	if got := status(); got != taskFailed {
+		t.Errorf("r1's task after r1 started again: %s, want failed", got)
+	}
+}

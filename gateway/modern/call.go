@@ -78,8 +78,13 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, req *request, m *
 			"the gateway shut down before this request finished; it was cancelled upstream; retry it", nil)))
 		return
 	}
-	if ee, ok := errors.AsType[*gateway.ElsewhereError](err); ok && h.forward(w, r, out, m, ee.Replica) {
-		return
+	if ee, ok := errors.AsType[*gateway.ElsewhereError](err); ok {
+		if h.forward(w, r, out, m, ee.Replica) {
+			return
+		}
+		if ee.Fallback != nil {
+			res, err = ee.Fallback()
+		}
 	}
 	if err != nil {
 		jerr, ok := errors.AsType[*jsonrpc.Error](err)

@@ -686,3 +686,51 @@ func TestPostgresOneReplicaVolume(t *testing.T) {
 		t.Errorf("strategy %q with a ReadWriteOnce volume, want Recreate", d.Spec.Strategy.Type)
 	}
 }
+
+// TestSessionAffinity checks the ingress pins no client to a replica
+// unless asked: any replica serves any request, and one that gets a
+// session another holds forwards it there.
+func TestSessionAffinity(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra map[string]any
+		want  map[string]string // "" means absent
+	}{
+		{"default", nil, map[string]string{
+			"nginx.ingress.kubernetes.io/affinity":            "",
+			"nginx.ingress.kubernetes.io/session-cookie-name": "",
+		}},
+		{"cookie", map[string]any{"ingress": map[string]any{"sessionAffinity": true}}, map[string]string{
+			"nginx.ingress.kubernetes.io/affinity":              "cookie",
+			"nginx.ingress.kubernetes.io/affinity-mode":         "persistent",
+			"nginx.ingress.kubernetes.io/session-cookie-name":   "mcpgw-affinity",
+			"nginx.ingress.kubernetes.io/session-cookie-path":   "/",
+			"nginx.ingress.kubernetes.io/session-cookie-secure": "true",
+			// SSE's annotations stay.
+			"nginx.ingress.kubernetes.io/proxy-buffering": "off",
+		}},
+		{"cookie, own name", map[string]any{"ingress": map[string]any{"sessionAffinity": true, "annotations": map[string]any{
+			"nginx.ingress.kubernetes.io/session-cookie-name": "route",
+		}}}, map[string]string{
+			"nginx.ingress.kubernetes.io/affinity":            "cookie",
+			"nginx.ingress.kubernetes.io/session-cookie-name": "route",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			manifest, err := render(t, "ci/postgres-values.yaml", tt.extra)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			ing := decodeAll(t, manifest)["Ingress/mcpgw"].(*networkingv1.Ingress)
+			for k, want := range tt.want {
+				got, ok := ing.Annotations[k]
+				if want == "" && ok {
+					t.Errorf("annotation %s = %q, want none", k, got)
+				} else if want != "" && got != want {
+					t.Errorf("annotation %s = %q, want %q", k, got, want)
+				}
+			}
+		})
+	}
+}

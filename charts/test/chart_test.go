@@ -172,7 +172,7 @@ func stripComments(doc string) string {
 }
 
 func TestLint(t *testing.T) {
-	for _, file := range []string{"", "ci/full-values.yaml"} {
+	for _, file := range []string{"", "ci/full-values.yaml", "ci/postgres-values.yaml"} {
 		t.Run("values="+file, func(t *testing.T) {
 			vals := map[string]any{}
 			if file != "" {
@@ -382,17 +382,79 @@ func TestFullValues(t *testing.T) {
 	}
 }
 
-// TestRefused checks the combinations that cannot work with SQLite state
-// fail at render time, saying why.
+// postgres is the least a PostgreSQL release needs, for tests to add to.
+func postgres(store map[string]any) map[string]any {
+	st := map[string]any{"driver": "postgres", "existingSecret": "pg"}
+	for k, v := range store {
+		st[k] = v
+	}
+	return map[string]any{"store": st}
+}
+
+// with returns a copy of base with the keys of more set on top.
+func with(base map[string]any, more map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range more {
+		out[k] = v
+	}
+	return out
+}
+
+// TestRefused checks the combinations that cannot work fail at render
+// time, saying why and what to do instead.
 func TestRefused(t *testing.T) {
+	rwo := map[string]any{"enabled": true, "accessMode": "ReadWriteOnce"}
+	rwx := map[string]any{"enabled": true, "accessMode": "ReadWriteMany"}
 	tests := []struct {
 		name  string
 		extra map[string]any
 		want  string
 	}{
-		{"two replicas", map[string]any{"replicaCount": 2}, "replicaCount is 2, but must be 1: mcpgw keeps its state in SQLite"},
-		{"HPA", map[string]any{"autoscaling": map[string]any{"enabled": true}}, "autoscaling.enabled must be false: an HPA would run more than one replica, and mcpgw keeps its state in SQLite"},
-		{"PDB", map[string]any{"podDisruptionBudget": map[string]any{"enabled": true}}, "podDisruptionBudget.enabled must be false"},
+		// SQLite: one pod only.
+		{"two replicas", map[string]any{"replicaCount": 2}, "replicaCount is 2, but must be 1 with store.driver sqlite: SQLite under data_dir cannot be shared by two pods; set store.driver: postgres"},
+		{"HPA", map[string]any{"autoscaling": map[string]any{"enabled": true}}, "autoscaling.enabled must be false with store.driver sqlite: an HPA would run more than one replica, and SQLite under data_dir cannot be shared by two pods; set store.driver: postgres"},
+		{"PDB", map[string]any{"podDisruptionBudget": map[string]any{"enabled": true}}, "podDisruptionBudget.enabled must be false with store.driver sqlite: with one replica a PDB only blocks node drains; set store.driver: postgres"},
+		{"dsn with sqlite", map[string]any{"store": map[string]any{"dsn": "postgres://db/mcpgw"}}, "store.dsn is set, but store.driver is sqlite: set store.driver: postgres, or leave store.dsn empty"},
+		{"existingSecret with sqlite", map[string]any{"store": map[string]any{"existingSecret": "pg"}}, "store.existingSecret is set, but store.driver is sqlite: set store.driver: postgres, or leave store.existingSecret empty"},
+		{"maxConns with sqlite", map[string]any{"store": map[string]any{"maxConns": 5}}, "store.maxConns is set, but store.driver is sqlite: set store.driver: postgres, or leave store.maxConns 0"},
+		{"a driver typo", map[string]any{"store": map[string]any{"driver": "postgresql"}}, "/store/driver"},
+		{"a typo in store", map[string]any{"store": map[string]any{"url": "x"}}, "additional properties 'url' not allowed"},
+
+		// PostgreSQL.
+		{"postgres without a DSN", map[string]any{"store": map[string]any{"driver": "postgres"}}, "store.driver postgres needs the database's URL: store.dsn, or store.existingSecret (and store.existingSecretKey)"},
+		{"dsn and existingSecret", postgres(map[string]any{"dsn": "postgres://db/mcpgw"}), "/store/dsn"},
+		{"an empty existingSecretKey", postgres(map[string]any{"existingSecretKey": ""}), "/store/existingSecretKey"},
+		{"negative maxConns", postgres(map[string]any{"maxConns": -1}), "/store/maxConns"},
+		{"RWO volume, replicas", with(postgres(nil), map[string]any{"replicaCount": 2, "persistence": rwo}),
+			"persistence.enabled must be false with more than one replica: a ReadWriteOnce volume cannot be attached to pods on different nodes"},
+		{"RWO volume, HPA", with(postgres(nil), map[string]any{"autoscaling": map[string]any{"enabled": true, "minReplicas": 2}, "persistence": rwo}),
+			"persistence.enabled must be false with more than one replica"},
+		{"RWX volume, replicas", with(postgres(nil), map[string]any{"replicaCount": 3, "persistence": rwx}),
+			"persistence.enabled must be false with more than one replica: each replica rotates the servers' log files and trims the media store under data_dir by itself"},
+		{"HPA min above max", with(postgres(nil), map[string]any{"autoscaling": map[string]any{"enabled": true, "minReplicas": 4, "maxReplicas": 3}}),
+			"autoscaling.minReplicas (4) is above autoscaling.maxReplicas (3)"},
+		{"PDB blocking drains", with(postgres(nil), map[string]any{"podDisruptionBudget": map[string]any{"enabled": true, "minAvailable": 1}}),
+			"podDisruptionBudget.minAvailable is 1, but only 1 replica is guaranteed: the PDB would block every node drain"},
+		{"PDB blocking drains with an HPA", with(postgres(nil), map[string]any{"autoscaling": map[string]any{"enabled": true, "minReplicas": 2}, "podDisruptionBudget": map[string]any{"enabled": true, "minAvailable": 2}}),
+			"podDisruptionBudget.minAvailable is 2, but only 2 replicas are guaranteed"},
+		{"replicas without a signing key", with(postgres(nil), map[string]any{"replicaCount": 2}),
+			"secrets.signingKey (or MCPGW_SECRET in secrets.existingSecret) is needed with more than one replica: each replica would pick its own random key"},
+		{"HPA without a signing key", with(postgres(nil), map[string]any{"autoscaling": map[string]any{"enabled": true}}),
+			"secrets.signingKey (or MCPGW_SECRET in secrets.existingSecret) is needed with more than one replica"},
+		{"config.store.dsn", with(postgres(nil), map[string]any{"config": map[string]any{"store": map[string]any{"dsn": "postgres://u:p@db/x"}}}),
+			"config.store.dsn is set: use the chart's store values"},
+		{"config.store.driver", map[string]any{"config": map[string]any{"store": map[string]any{"driver": "postgres"}}},
+			"config.store.driver is set: use the chart's store values"},
+		{"config.cluster.self_url", with(postgres(nil), map[string]any{"config": map[string]any{"cluster": map[string]any{"self_url": "http://x"}}}),
+			"config.cluster.self_url is set: the chart renders it from the pod's IP"},
+		{"extraEnv MCPGW_DATABASE_URL", with(postgres(nil), map[string]any{"extraEnv": []any{map[string]any{"name": "MCPGW_DATABASE_URL", "value": "x"}}}),
+			"extraEnv sets MCPGW_DATABASE_URL, which the chart sets"},
+		{"extraEnv MCPGW_POD_IP", with(postgres(nil), map[string]any{"extraEnv": []any{map[string]any{"name": "MCPGW_POD_IP", "value": "x"}}}),
+			"extraEnv sets MCPGW_POD_IP, which the chart sets"},
+
 		{"existingSecret and signingKey", map[string]any{"secrets": map[string]any{"existingSecret": "mine", "signingKey": "x"}}, "secrets.existingSecret is set"},
 		{"ingress without hosts", map[string]any{"ingress": map[string]any{"enabled": true}}, "ingress.enabled needs ingress.hosts"},
 		{"a typo in values", map[string]any{"replicas": 1}, "additional properties 'replicas' not allowed"},
@@ -422,5 +484,253 @@ func TestExistingSecret(t *testing.T) {
 	c := objs["Deployment/mcpgw"].(*appsv1.Deployment).Spec.Template.Spec.Containers[0]
 	if got := fmt.Sprint(c.EnvFrom); !strings.Contains(got, "mcpgw-keys") {
 		t.Errorf("envFrom %s, want the Secret mcpgw-keys", got)
+	}
+}
+
+// envOf returns the container's variable name, nil if it is not set.
+func envOf(c corev1.Container, name string) *corev1.EnvVar {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+// TestSQLiteUnchanged checks the default SQLite release renders none of
+// the PostgreSQL release's parts: its config stays what a gateway without
+// a store section accepts.
+func TestSQLiteUnchanged(t *testing.T) {
+	manifest, err := render(t, "", nil)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	objs := decodeAll(t, manifest)
+	for key := range objs {
+		if key == "Secret/mcpgw-database" || key == "Service/mcpgw-headless" {
+			t.Errorf("%s rendered with store.driver sqlite", key)
+		}
+	}
+	cfg := gatewayConfig(t, objs)
+	for _, k := range []string{"store", "cluster"} {
+		if v, ok := cfg[k]; ok {
+			t.Errorf("config %s = %v with store.driver sqlite", k, v)
+		}
+	}
+	c := objs["Deployment/mcpgw"].(*appsv1.Deployment).Spec.Template.Spec.Containers[0]
+	for _, n := range []string{"MCPGW_DATABASE_URL", "MCPGW_POD_IP"} {
+		if e := envOf(c, n); e != nil {
+			t.Errorf("env %s set with store.driver sqlite: %+v", n, e)
+		}
+	}
+}
+
+// TestPostgresValues renders ci/postgres-values.yaml: three replicas
+// sharing PostgreSQL, scaled by an HPA, guarded by a PDB, the DSN from a
+// Secret the user manages.
+func TestPostgresValues(t *testing.T) {
+	manifest, err := render(t, "ci/postgres-values.yaml", nil)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	objs := decodeAll(t, manifest)
+	for _, want := range []string{
+		"Deployment/mcpgw", "Service/mcpgw", "ConfigMap/mcpgw-config",
+		"HorizontalPodAutoscaler/mcpgw", "PodDisruptionBudget/mcpgw", "Ingress/mcpgw", "NetworkPolicy/mcpgw",
+	} {
+		if objs[want] == nil {
+			t.Errorf("%s not rendered", want)
+		}
+	}
+	for key := range objs {
+		switch {
+		case strings.HasPrefix(key, "PersistentVolumeClaim/"):
+			t.Errorf("%s rendered: data_dir is an emptyDir with replicas", key)
+		case key == "Secret/mcpgw-database":
+			t.Errorf("%s rendered beside store.existingSecret", key)
+		}
+	}
+	d := objs["Deployment/mcpgw"].(*appsv1.Deployment)
+	checkPod(t, d)
+	// The HPA owns the replica count: a Deployment that named one would
+	// reset it at every upgrade.
+	if d.Spec.Replicas != nil {
+		t.Errorf("replicas %d beside an HPA, want none", *d.Spec.Replicas)
+	}
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Errorf("strategy %q, want RollingUpdate", d.Spec.Strategy.Type)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "data" && v.EmptyDir == nil {
+			t.Errorf("data is not an emptyDir: %+v", v)
+		}
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	db := envOf(c, "MCPGW_DATABASE_URL")
+	if db == nil || db.ValueFrom == nil || db.ValueFrom.SecretKeyRef == nil ||
+		db.ValueFrom.SecretKeyRef.Name != "mcpgw-postgres-app" || db.ValueFrom.SecretKeyRef.Key != "uri" {
+		t.Errorf("env MCPGW_DATABASE_URL %+v, want key uri of Secret mcpgw-postgres-app", db)
+	}
+
+	hpa := objs["HorizontalPodAutoscaler/mcpgw"].(*autoscalingv2.HorizontalPodAutoscaler)
+	if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas != 3 || hpa.Spec.MaxReplicas != 6 || hpa.Spec.ScaleTargetRef.Name != "mcpgw" {
+		t.Errorf("hpa spec %+v, want 3..6 replicas of mcpgw", hpa.Spec)
+	}
+	pdb := objs["PodDisruptionBudget/mcpgw"].(*policyv1.PodDisruptionBudget)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 {
+		t.Errorf("pdb minAvailable %v, want 2", pdb.Spec.MinAvailable)
+	}
+
+	ip := envOf(c, "MCPGW_POD_IP")
+	if ip == nil || ip.ValueFrom == nil || ip.ValueFrom.FieldRef == nil || ip.ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("env MCPGW_POD_IP %+v, want the downward API's status.podIP", ip)
+	}
+
+	hl, _ := objs["Service/mcpgw-headless"].(*corev1.Service)
+	switch {
+	case hl == nil:
+		t.Error("no headless Service mcpgw-headless")
+	case hl.Spec.ClusterIP != corev1.ClusterIPNone || hl.Spec.PublishNotReadyAddresses:
+		t.Errorf("headless service clusterIP %q publishNotReadyAddresses %v, want None, false", hl.Spec.ClusterIP, hl.Spec.PublishNotReadyAddresses)
+	case fmt.Sprint(hl.Spec.Selector) != fmt.Sprint(d.Spec.Selector.MatchLabels):
+		t.Errorf("headless service selects %v, the pods are %v", hl.Spec.Selector, d.Spec.Selector.MatchLabels)
+	case len(hl.Spec.Ports) != 1 || hl.Spec.Ports[0].Port != 8080:
+		t.Errorf("headless service ports %+v, want the container's 8080", hl.Spec.Ports)
+	}
+
+	// Replicas forward to each other: the policy lets the release's own
+	// pods in and out beside what the values allow.
+	np := objs["NetworkPolicy/mcpgw"].(*networkingv1.NetworkPolicy)
+	self := func(peers []networkingv1.NetworkPolicyPeer) bool {
+		for _, p := range peers {
+			if p.PodSelector != nil && fmt.Sprint(p.PodSelector.MatchLabels) == fmt.Sprint(d.Spec.Selector.MatchLabels) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 2 || !self(np.Spec.Ingress[0].From) {
+		t.Errorf("network policy ingress %+v, want the ingress controller and the release's pods", np.Spec.Ingress)
+	}
+	if len(np.Spec.Egress) != 2 || !self(np.Spec.Egress[1].To) || np.Spec.Egress[1].Ports[0].Port.IntValue() != 8080 {
+		t.Errorf("network policy egress %+v, want the database and the release's pods on 8080", np.Spec.Egress)
+	}
+
+	cfg := gatewayConfig(t, objs)
+	st, _ := cfg["store"].(map[string]any)
+	if st["driver"] != "postgres" || st["dsn"] != "${MCPGW_DATABASE_URL}" || st["max_conns"] != float64(8) {
+		t.Errorf("config store %v, want driver postgres, dsn ${MCPGW_DATABASE_URL}, max_conns 8", cfg["store"])
+	}
+	if cl, _ := cfg["cluster"].(map[string]any); cl["self_url"] != "http://${MCPGW_POD_IP}:8080" {
+		t.Errorf("config cluster %v, want self_url http://${MCPGW_POD_IP}:8080", cfg["cluster"])
+	}
+
+	// Without the HPA the Deployment runs replicaCount pods.
+	manifest, err = render(t, "ci/postgres-values.yaml", map[string]any{"autoscaling": map[string]any{"enabled": false}})
+	if err != nil {
+		t.Fatalf("render without the HPA: %v", err)
+	}
+	objs = decodeAll(t, manifest)
+	d = objs["Deployment/mcpgw"].(*appsv1.Deployment)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+		t.Errorf("replicas %v without an HPA, want 3", d.Spec.Replicas)
+	}
+	if objs["HorizontalPodAutoscaler/mcpgw"] != nil {
+		t.Error("an HPA rendered with autoscaling.enabled false")
+	}
+}
+
+// TestDatabaseSecret checks a DSN given as a value goes to the chart's
+// own Secret and nowhere else: not the config, not an annotation.
+func TestDatabaseSecret(t *testing.T) {
+	const dsn = "postgres://mcpgw:hunter2-secret@db.example:5432/mcpgw?sslmode=require"
+	manifest, err := render(t, "", map[string]any{"store": map[string]any{"driver": "postgres", "dsn": dsn}})
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	if n := strings.Count(manifest, "hunter2-secret"); n != 1 {
+		t.Errorf("the DSN's password is in the manifest %d times, want once (the Secret)", n)
+	}
+	objs := decodeAll(t, manifest)
+	s, _ := objs["Secret/mcpgw-database"].(*corev1.Secret)
+	if s == nil || s.StringData["MCPGW_DATABASE_URL"] != dsn || len(s.StringData) != 1 {
+		t.Fatalf("Secret/mcpgw-database %+v, want only MCPGW_DATABASE_URL", s)
+	}
+	c := objs["Deployment/mcpgw"].(*appsv1.Deployment).Spec.Template.Spec.Containers[0]
+	db := envOf(c, "MCPGW_DATABASE_URL")
+	if db == nil || db.Value != "" || db.ValueFrom == nil || db.ValueFrom.SecretKeyRef == nil ||
+		db.ValueFrom.SecretKeyRef.Name != "mcpgw-database" || db.ValueFrom.SecretKeyRef.Key != "MCPGW_DATABASE_URL" {
+		t.Errorf("env MCPGW_DATABASE_URL %+v, want key MCPGW_DATABASE_URL of Secret mcpgw-database", db)
+	}
+	cfg := gatewayConfig(t, objs)
+	if st, _ := cfg["store"].(map[string]any); st["dsn"] != "${MCPGW_DATABASE_URL}" {
+		t.Errorf("config store %v", cfg["store"])
+	}
+	if st, _ := cfg["store"].(map[string]any); st["max_conns"] != nil {
+		t.Errorf("config store.max_conns %v with store.maxConns 0, want the gateway's default", st["max_conns"])
+	}
+}
+
+// TestPostgresOneReplicaVolume checks one PostgreSQL replica may keep
+// data_dir (servers' logs, media) on a volume, as a SQLite one does.
+func TestPostgresOneReplicaVolume(t *testing.T) {
+	manifest, err := render(t, "", with(postgres(nil), map[string]any{"persistence": map[string]any{"enabled": true}}))
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	objs := decodeAll(t, manifest)
+	if objs["PersistentVolumeClaim/mcpgw-data"] == nil {
+		t.Error("no PVC")
+	}
+	if d := objs["Deployment/mcpgw"].(*appsv1.Deployment); d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %q with a ReadWriteOnce volume, want Recreate", d.Spec.Strategy.Type)
+	}
+}
+
+// TestSessionAffinity checks the ingress pins no client to a replica
+// unless asked: any replica serves any request, and one that gets a
+// session another holds forwards it there.
+func TestSessionAffinity(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra map[string]any
+		want  map[string]string // "" means absent
+	}{
+		{"default", nil, map[string]string{
+			"nginx.ingress.kubernetes.io/affinity":            "",
+			"nginx.ingress.kubernetes.io/session-cookie-name": "",
+		}},
+		{"cookie", map[string]any{"ingress": map[string]any{"sessionAffinity": true}}, map[string]string{
+			"nginx.ingress.kubernetes.io/affinity":              "cookie",
+			"nginx.ingress.kubernetes.io/affinity-mode":         "persistent",
+			"nginx.ingress.kubernetes.io/session-cookie-name":   "mcpgw-affinity",
+			"nginx.ingress.kubernetes.io/session-cookie-path":   "/",
+			"nginx.ingress.kubernetes.io/session-cookie-secure": "true",
+			// SSE's annotations stay.
+			"nginx.ingress.kubernetes.io/proxy-buffering": "off",
+		}},
+		{"cookie, own name", map[string]any{"ingress": map[string]any{"sessionAffinity": true, "annotations": map[string]any{
+			"nginx.ingress.kubernetes.io/session-cookie-name": "route",
+		}}}, map[string]string{
+			"nginx.ingress.kubernetes.io/affinity":            "cookie",
+			"nginx.ingress.kubernetes.io/session-cookie-name": "route",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			manifest, err := render(t, "ci/postgres-values.yaml", tt.extra)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			ing := decodeAll(t, manifest)["Ingress/mcpgw"].(*networkingv1.Ingress)
+			for k, want := range tt.want {
+				got, ok := ing.Annotations[k]
+				if want == "" && ok {
+					t.Errorf("annotation %s = %q, want none", k, got)
+				} else if want != "" && got != want {
+					t.Errorf("annotation %s = %q, want %q", k, got, want)
+				}
+			}
+		})
 	}
 }

@@ -9,9 +9,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -212,6 +215,47 @@ func gatewayConfig(t *testing.T, objs map[string]any) map[string]any {
 	return cfg
 }
 
+// mcpgwBinary builds, once, the gateway of this repository.
+var mcpgwBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "mcpgw-chart-test")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "mcpgw")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/mcpgw")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building mcpgw: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// validateConfig runs `mcpgw validate` on the config the chart rendered,
+// with the secret and env (NAME=value) in its environment, as the pod has
+// them.
+func validateConfig(t *testing.T, objs map[string]any, env ...string) {
+	t.Helper()
+	bin, err := mcpgwBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if cm, ok := objs["ConfigMap/mcpgw-config"].(*corev1.ConfigMap); ok {
+		text = cm.Data["mcpgw.yaml"]
+	} else if s, ok := objs["Secret/mcpgw-config"].(*corev1.Secret); ok {
+		text = s.StringData["mcpgw.yaml"]
+	}
+	path := filepath.Join(t.TempDir(), "mcpgw.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "validate", "--config", path)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MCPGW_SECRET=" + strings.Repeat("k", 44)}, env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("mcpgw validate of the rendered config: %v\n%s\n%s", err, out, text)
+	}
+}
+
 func checkPod(t *testing.T, d *appsv1.Deployment) {
 	t.Helper()
 	spec := d.Spec.Template.Spec
@@ -299,6 +343,7 @@ func TestDefaultValues(t *testing.T) {
 	if _, ok := cfg["public_url"]; ok {
 		t.Errorf("public_url %v set without an ingress", cfg["public_url"])
 	}
+	validateConfig(t, objs)
 }
 
 func TestFullValues(t *testing.T) {
@@ -621,9 +666,11 @@ func TestPostgresValues(t *testing.T) {
 	if st["driver"] != "postgres" || st["dsn"] != "${MCPGW_DATABASE_URL}" || st["max_conns"] != float64(8) {
 		t.Errorf("config store %v, want driver postgres, dsn ${MCPGW_DATABASE_URL}, max_conns 8", cfg["store"])
 	}
-	if cl, _ := cfg["cluster"].(map[string]any); cl["self_url"] != "http://${MCPGW_POD_IP}:8080" {
-		t.Errorf("config cluster %v, want self_url http://${MCPGW_POD_IP}:8080", cfg["cluster"])
+	if cl, _ := cfg["cluster"].(map[string]any); cl["enabled"] != true || cl["self_url"] != "http://${MCPGW_POD_IP}:8080" {
+		t.Errorf("config cluster %v, want enabled, self_url http://${MCPGW_POD_IP}:8080", cfg["cluster"])
 	}
+	// The gateway itself takes it, with the variables the pod has.
+	validateConfig(t, objs, "MCPGW_DATABASE_URL=postgres://mcpgw:pw@db:5432/mcpgw", "MCPGW_POD_IP=10.1.2.3", "SEARCH_API_KEY=k")
 
 	// Without the HPA the Deployment runs replicaCount pods.
 	manifest, err = render(t, "ci/postgres-values.yaml", map[string]any{"autoscaling": map[string]any{"enabled": false}})

@@ -167,7 +167,7 @@ share the database, but each keeps its own data_dir.
 {{- end }}
 {{- $_ := set $base "store" $store }}
 {{- /* Other replicas forward a session's requests here, pod to pod. */}}
-{{- $_ := set $base "cluster" (dict "self_url" (printf "http://${MCPGW_POD_IP}:%d" (int .Values.containerPort))) }}
+{{- $_ := set $base "cluster" (dict "enabled" true "self_url" (printf "http://${MCPGW_POD_IP}:%d" (int .Values.containerPort))) }}
 {{- end }}
 {{- $cfg := mustMergeOverwrite $base (deepCopy .Values.config) }}
 {{- toYaml $cfg }}

@@ -215,13 +215,24 @@ func gatewayConfig(t *testing.T, objs map[string]any) map[string]any {
 	return cfg
 }
 
-// mcpgwBinary builds, once, the gateway of this repository.
-var mcpgwBinary = sync.OnceValues(func() (string, error) {
+// binDir holds what the tests build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "mcpgw-chart-test")
 	if err != nil {
-		return "", err
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	bin := filepath.Join(dir, "mcpgw")
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// mcpgwBinary builds, once, the gateway of this repository.
+var mcpgwBinary = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "mcpgw")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/mcpgw")
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -273,7 +273,7 @@ func (e *eventStore) write(ctx context.Context) error {
 		pos := e.oldestUnsyncedLocked()
 		ev := e.ring[pos].Event
 		e.mu.Unlock()
-		seq, err := e.st.AddEvent(ctx, store.Event{Server: ev.Server, Method: ev.Method, Params: ev.Params, Time: ev.Time, Repeats: ev.Repeats})
+		seq, err := e.st.AddEvent(ctx, store.Event{Server: ev.Server, Method: storable(ev.Method), Params: ev.Params, Time: ev.Time, Repeats: ev.Repeats})
 		if err != nil {
 			return err
 		}

@@ -661,7 +661,7 @@ func applyExtTask(rec *store.Task, task json.RawMessage) {
 		}
 	}
 	if m, ok := rawjson.String(task, "statusMessage"); ok {
-		rec.StatusMessage = m
+		rec.StatusMessage = storable(m)
 	}
 	if ttl, ok, _ := rawjson.Get(task, "ttlMs"); ok {
 		var ms *int64

@@ -142,6 +142,12 @@ type taskToken struct {
 	Replica string `json:"r,omitempty"`
 }
 
+// storable is a server's free text as every store keeps it: PostgreSQL's
+// text holds no NUL, so NULs (and any invalid UTF-8) become U+FFFD.
+func storable(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}
+
 // taskReplica returns the replica that made the task id, or "".
 func (s *Server) taskReplica(id string) string {
 	b, err := s.taskSealer.Open(id)
@@ -238,7 +244,7 @@ func applyTask(rec *store.Task, task json.RawMessage) {
 		rec.Status = st
 	}
 	if m, ok := rawjson.String(task, "statusMessage"); ok {
-		rec.StatusMessage = m
+		rec.StatusMessage = storable(m)
 	}
 	if ttl, ok, _ := rawjson.Get(task, "ttl"); ok {
 		var ms *int64

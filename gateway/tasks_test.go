@@ -585,3 +585,16 @@ func TestRecoverTasks_Replicas(t *testing.T) {
 		t.Errorf("r1's task after r1 started again: %s, want failed", got)
 	}
 }
+
+func TestStorable(t *testing.T) {
+	for in, want := range map[string]string{
+		"working on it": "working on it",
+		"a\x00b":        "a\uFFFDb",
+		"bad \xff byte": "bad \uFFFD byte",
+		"":              "",
+	} {
+		if got := storable(in); got != want {
+			t.Errorf("storable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

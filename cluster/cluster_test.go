@@ -285,3 +285,26 @@ func TestNew_Refuses(t *testing.T) {
 		})
 	}
 }
+
+// TestForward_NewReplica: a replica that joined after this one read the
+// registry is found at the first request for it.
+func TestForward_NewReplica(t *testing.T) {
+	reg := store.NewMemory()
+	a := newReplica(t, reg, "a", echoHandler(nil))
+	newReplica(t, reg, "b", echoHandler(nil)) // after a's last read
+	// a read the registry at Join, 150 ms before the request.
+	a.mu.Lock()
+	a.readAt = time.Now().Add(-150 * time.Millisecond)
+	a.mu.Unlock()
+	fa := front(t, a.Cluster)
+	req, _ := http.NewRequest(http.MethodPost, fa.URL+"/mcp", strings.NewReader("{}"))
+	req.Header.Set("X-Owner", "b")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("forwarding to a replica that joined after the last read: %d", res.StatusCode)
+	}
+}

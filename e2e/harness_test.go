@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/pgtest"
 )
 
 // binDir holds the binaries TestMain builds.
@@ -39,7 +41,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m) // the replicas' tests share a PostgreSQL
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -101,8 +101,14 @@ func startTaskGateway(t *testing.T, global string, ups ...taskUpstream) *relayGa
 // in dir, so that a second gateway can start where the first stopped.
 func startGatewayIn(t *testing.T, dir, config string) *gateway {
 	t.Helper()
-	full := fmt.Sprintf("listen: 127.0.0.1:0\ndata_dir: %s\nadmin:\n  tokens: [%q]\nlog:\n  level: debug\n%s",
-		filepath.Join(dir, "data"), hashToken(adminToken), config)
+	return startGatewayAt(t, dir, "127.0.0.1:0", config)
+}
+
+// startGatewayAt is startGatewayIn listening on listen.
+func startGatewayAt(t *testing.T, dir, listen, config string) *gateway {
+	t.Helper()
+	full := fmt.Sprintf("listen: %s\ndata_dir: %s\nadmin:\n  tokens: [%q]\nlog:\n  level: debug\n%s",
+		listen, filepath.Join(dir, "data"), hashToken(adminToken), config)
 	path := filepath.Join(dir, "mcpgw.yaml")
 	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
 		t.Fatal(err)

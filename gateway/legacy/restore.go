@@ -198,6 +198,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, sid string, bo
 	if json.Unmarshal(payload, &tok) != nil || tok.Replica == h.opts.Replica || tok.Principal != h.principal(r) {
 		return false
 	}
+	h.logger.Debug("forwarding a session's request to its replica", "session_id", hex.EncodeToString(tok.Nonce), "replica", tok.Replica, "method", r.Method)
 	if !h.opts.Cluster.Forward(w, r, body, tok.Replica) {
 		writeError(w, http.StatusNotFound, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 			"session not found: the gateway replica that held it is gone; send initialize without Mcp-Session-Id to start a new one", nil)

@@ -43,7 +43,7 @@ var allowed = map[string][]string{
 	"internal/archtest":     {},
 	"internal/pgtest":       {},
 	"examples/demo-server":  {},
-	"e2e":                   {"internal/rawclient"},
+	"e2e":                   {"internal/rawclient", "internal/pgtest"},
 
 	"e2e/fixtures/catalogserver":    {"e2e/fixtures/internal/fixture"},
 	"e2e/fixtures/relayserver":      {"e2e/fixtures/internal/fixture"},

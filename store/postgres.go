@@ -48,6 +48,8 @@ type Postgres struct {
 	// where names the database in errors: driver, host and database,
 	// never the user's password.
 	where string
+	// secret is the password, for redact.
+	secret string
 
 	now         func() time.Time // the clock for expiry; time.Now outside tests
 	deleteBatch int              // rows per DELETE in the batched deletes
@@ -93,6 +95,7 @@ func openPostgres(ctx context.Context, opts PostgresOptions, ms []migration) (_ 
 		deleteBatch: deleteBatch,
 	}
 	secret := cfg.ConnConfig.Password
+	p.secret = secret
 	defer func() {
 		if err != nil {
 			err = redacted{fmt.Errorf("opening the %s: %w", p.where, err), secret}
@@ -147,6 +150,11 @@ func (r redacted) Error() string {
 }
 
 func (r redacted) Unwrap() error { return r.err }
+
+// redact is err naming the database, its password hidden.
+func (p *Postgres) redact(err error) error {
+	return redacted{fmt.Errorf("the %s: %w", p.where, err), p.secret}
+}
 
 // Ping checks that the database answers a read, for the gateway's
 // readiness (/readyz). It fails once the store is closed.

@@ -257,6 +257,7 @@ func (p *Postgres) PutServer(ctx context.Context, srv Server) (created bool, err
 	if err != nil {
 		return false, fmt.Errorf("putting server %q: %w", srv.Name, err)
 	}
+	p.notifyServers(ctx, srv.Name)
 	return created, nil
 }
 
@@ -303,6 +304,7 @@ func (p *Postgres) DeleteServer(ctx context.Context, name string) error {
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("deleting server %q: %w", name, ErrNotFound)
 	}
+	p.notifyServers(ctx, name)
 	return nil
 }
 

@@ -13,8 +13,19 @@ import (
 )
 
 // followEvery is how often a replica re-reads the servers the admin API
-// keeps in the shared store: another replica's change runs here within it.
-const followEvery = time.Second
+// keeps in the shared store: another replica's change runs here within
+// it. With PostgreSQL a change is announced at once (LISTEN/NOTIFY), and
+// the re-read, every followSafety, only catches a lost notice.
+const (
+	followEvery  = time.Second
+	followSafety = 10 * time.Second
+)
+
+// serverWatcher is a store that announces changes of its server records
+// (store.Postgres).
+type serverWatcher interface {
+	WatchServers(ctx context.Context, changed func()) error
+}
 
 // registered parses a server record of the admin API, as the admin API
 // took it, under today's rules: an entry that no longer validates, or a
@@ -43,7 +54,13 @@ func registered(cfg *config.Config, rec store.Server) (config.Server, error) {
 // any replica changed in the store: servers registered, replaced or
 // removed, and the switches of the file's servers.
 func (r *reloader) follow(ctx context.Context) {
-	t := time.NewTicker(followEvery)
+	every := followEvery
+	wake := make(chan struct{}, 1)
+	if w, ok := r.db.(serverWatcher); ok {
+		every = followSafety
+		go r.watch(ctx, w, wake)
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
 	for {
@@ -51,6 +68,7 @@ func (r *reloader) follow(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
 		}
 		sctx, cancel := context.WithTimeout(ctx, followEvery)
 		err := r.sync(sctx)
@@ -62,6 +80,27 @@ func (r *reloader) follow(ctx context.Context) {
 			r.logger.Info("following the other replicas' admin changes works again")
 		}
 		failing = err != nil
+	}
+}
+
+// watch wakes follow at each change w announces, listening again a second
+// after the connection fails, until ctx ends.
+func (r *reloader) watch(ctx context.Context, w serverWatcher, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := w.WatchServers(ctx, func() {
+			select {
+			case wake <- struct{}{}:
+			default: // a sync is due already
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		r.logger.Warn("listening for the other replicas' admin changes failed; re-reading every "+followSafety.String()+" meanwhile", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }
 

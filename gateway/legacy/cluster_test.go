@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpgw/mcpgw/auth"
+	"github.com/mcpgw/mcpgw/config"
 )
 
 // fakeCluster records what a Handler forwards, and answers for the
@@ -93,5 +95,25 @@ func TestForward(t *testing.T) {
 	body, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "replica that held it is gone") {
 		t.Errorf("a request for the session of a gone replica: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestForward_RateLimitOnce: a request another replica forwarded was
+// counted against the principal's rate there, and is not counted again.
+func TestForward_RateLimitOnce(t *testing.T) {
+	limiter, err := auth.NewRateLimiter(auth.RateLimiterOptions{Rate: config.Rate{Rate: 0.001, Burst: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, Options{Secret: testSecret, Replica: "a", Cluster: &fakeCluster{}, RateLimit: limiter})
+	sid := e.initialize(V20251125, principalHeader, "alice") // the one request of the burst
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for i := range 3 {
+		if r := e.post(sid, ping, principalHeader, "alice", "X-Test-Forwarded", "1"); r.StatusCode != http.StatusOK {
+			t.Errorf("forwarded ping %d: status %d, want 200", i, r.StatusCode)
+		}
+	}
+	if r := e.post(sid, ping, principalHeader, "alice"); r.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a client's own ping past the burst: status %d, want 429", r.StatusCode)
 	}
 }

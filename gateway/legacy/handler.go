@@ -359,7 +359,8 @@ func (h *Handler) guard(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			c.SetRequest(r.WithContext(auth.NewContext(r.Context(), p)))
 		}
-		if h.opts.RateLimit != nil {
+		// A request another replica forwarded was counted there.
+		if h.opts.RateLimit != nil && (h.opts.Cluster == nil || !h.opts.Cluster.Forwarded(r)) {
 			if wait, ok := h.opts.RateLimit.Allow(c.Request()); !ok {
 				h.rejected(r.Context(), "principal")
 				secs := auth.RetryAfter(wait)

@@ -85,6 +85,10 @@ type Options struct {
 	// Heartbeat and Lapse: how often this replica renews its record, and
 	// how long a record stays alive unrenewed. If zero, the defaults.
 	Heartbeat, Lapse time.Duration
+	// Status, if not nil, returns this replica's view of its servers (a
+	// JSON object, name → state), recorded at each heartbeat for the
+	// admin API of every replica to show.
+	Status func() json.RawMessage
 	// Transport reaches the other replicas. If nil, one with a bounded dial.
 	Transport http.RoundTripper
 	Logger    *slog.Logger
@@ -217,7 +221,11 @@ func (c *Cluster) Run(ctx context.Context) {
 // beat renews this replica's record and re-reads the others.
 func (c *Cluster) beat(ctx context.Context) error {
 	now := time.Now()
-	if err := c.opts.Registry.PutReplica(ctx, store.Replica{ID: c.opts.ID, URL: c.opts.URL, StartedAt: c.started, SeenAt: now}); err != nil {
+	me := store.Replica{ID: c.opts.ID, URL: c.opts.URL, StartedAt: c.started, SeenAt: now}
+	if c.opts.Status != nil {
+		me.Servers = c.opts.Status()
+	}
+	if err := c.opts.Registry.PutReplica(ctx, me); err != nil {
 		return err
 	}
 	return c.read(ctx)

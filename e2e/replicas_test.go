@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -185,6 +186,8 @@ func TestReplicas_LegacySession(t *testing.T) {
 	case <-ctxT(t).Done():
 		t.Fatal("no tools/list_changed on the session's GET stream after another replica's admin change")
 	}
+	// Any replica's admin API shows the server on every replica.
+	rs.gs[owner].waitReplicaStates(t, "web", map[string]string{"r1": "running", "r2": "running", "r3": "running"})
 	list, err := cs.ListTools(ctxT(t), nil)
 	if err != nil || !slices.ContainsFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == "mcp__web__elicit_later" }) {
 		t.Errorf("tools/list after web was registered: %v, %v; want web's tools", list, err)
@@ -382,6 +385,26 @@ func TestReplicas_TaskElsewhere(t *testing.T) {
 	other.result("tasks/cancel", map[string]any{"taskId": id})
 	if done := maker.await(id, terminalTask); done["status"] != "cancelled" {
 		t.Errorf("tasks/get on the maker after a cancel through the other = %v", done)
+	}
+}
+
+// waitReplicaStates waits until the admin API says the server name is in
+// the state want gives for each replica (they record it every 2 s).
+func (g *gateway) waitReplicaStates(t *testing.T, name string, want map[string]string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st struct {
+			Replicas map[string]string `json:"replicas"`
+		}
+		g.adminGet(t, "/admin/servers/"+name, &st)
+		if maps.Equal(st.Replicas, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s on the replicas: %v, want %v", name, st.Replicas, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

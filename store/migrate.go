@@ -109,7 +109,8 @@ CREATE TABLE replicas (
 	id         TEXT NOT NULL PRIMARY KEY CHECK (id <> ''),
 	url        TEXT NOT NULL CHECK (url <> ''),
 	started_at TEXT NOT NULL, -- UTC, RFC 3339, 9 fraction digits
-	seen_at    TEXT NOT NULL
+	seen_at    TEXT NOT NULL,
+	servers    TEXT  -- JSON object: each server's state there; NULL: none
 ) STRICT;
 `},
 }

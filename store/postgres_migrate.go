@@ -103,7 +103,8 @@ CREATE TABLE replicas (
 	id         text COLLATE "C" NOT NULL PRIMARY KEY CHECK (id <> ''),
 	url        text NOT NULL CHECK (url <> ''),
 	started_at text COLLATE "C" NOT NULL, -- UTC, RFC 3339, 9 fraction digits
-	seen_at    text COLLATE "C" NOT NULL
+	seen_at    text COLLATE "C" NOT NULL,
+	servers    bytea -- JSON object: each server's state there; NULL: none
 );
 `},
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -20,10 +21,17 @@ type Replica struct {
 	URL       string
 	StartedAt time.Time
 	SeenAt    time.Time
+	// Servers is the replica's view of its servers at SeenAt, a JSON
+	// object (name → state), kept byte for byte; nil: none.
+	Servers json.RawMessage
 }
 
-// maxReplicaField bounds a replica's ID and URL: they come from config.
-const maxReplicaField = 512
+// maxReplicaField bounds a replica's ID and URL: they come from config;
+// maxReplicaServers its servers' states.
+const (
+	maxReplicaField   = 512
+	maxReplicaServers = 1 << 20
+)
 
 // checkReplica reports what is wrong with r.
 func checkReplica(r Replica) error {
@@ -32,6 +40,8 @@ func checkReplica(r Replica) error {
 		return fmt.Errorf("a replica's ID must be 1 to %d bytes of UTF-8", maxReplicaField)
 	case len(r.URL) > maxReplicaField:
 		return fmt.Errorf("replica %q: its URL is longer than %d bytes", r.ID, maxReplicaField)
+	case len(r.Servers) > 0 && (len(r.Servers) > maxReplicaServers || !json.Valid(r.Servers) || r.Servers[0] != '{'):
+		return fmt.Errorf("replica %q: its servers must be a JSON object of at most %d bytes", r.ID, maxReplicaServers)
 	}
 	u, err := url.Parse(r.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -46,7 +56,7 @@ func checkReplica(r Replica) error {
 	return nil
 }
 
-const replicaColumns = `id, url, started_at, seen_at`
+const replicaColumns = `id, url, started_at, seen_at, servers`
 
 // PutReplica records r, replacing the record of the same ID: a replica
 // calls it at start and then at each heartbeat.
@@ -54,9 +64,9 @@ func (s *SQLite) PutReplica(ctx context.Context, r Replica) error {
 	if err := checkReplica(r); err != nil {
 		return fmt.Errorf("putting a replica: %w", err)
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO replicas (`+replicaColumns+`) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = excluded.started_at, seen_at = excluded.seen_at`,
-		r.ID, r.URL, formatTime(r.StartedAt), formatTime(r.SeenAt))
+	_, err := s.w.ExecContext(ctx, `INSERT INTO replicas (`+replicaColumns+`) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = excluded.started_at, seen_at = excluded.seen_at, servers = excluded.servers`,
+		r.ID, r.URL, formatTime(r.StartedAt), formatTime(r.SeenAt), jsonText(r.Servers))
 	if err != nil {
 		return fmt.Errorf("putting replica %q: %w", r.ID, err)
 	}
@@ -91,8 +101,12 @@ func (s *SQLite) DeleteReplica(ctx context.Context, id string, before time.Time)
 func scanReplica(row interface{ Scan(...any) error }) (Replica, error) {
 	var r Replica
 	var started, seen string
-	if err := row.Scan(&r.ID, &r.URL, &started, &seen); err != nil {
+	var servers []byte
+	if err := row.Scan(&r.ID, &r.URL, &started, &seen, &servers); err != nil {
 		return Replica{}, err
+	}
+	if len(servers) > 0 {
+		r.Servers = json.RawMessage(servers)
 	}
 	var err error
 	if r.StartedAt, err = parseTime(started); err != nil {
@@ -110,6 +124,11 @@ func (m *Memory) PutReplica(ctx context.Context, r Replica) error {
 		return fmt.Errorf("putting a replica: %w", err)
 	}
 	r.StartedAt, r.SeenAt = r.StartedAt.UTC(), r.SeenAt.UTC()
+	if len(r.Servers) == 0 {
+		r.Servers = nil
+	} else {
+		r.Servers = append(json.RawMessage(nil), r.Servers...)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.replicas == nil {
@@ -159,9 +178,9 @@ func (p *Postgres) PutReplica(ctx context.Context, r Replica) error {
 	if err := checkText("replica", "ID", r.ID, "URL", r.URL); err != nil {
 		return fmt.Errorf("putting a replica: %w", err)
 	}
-	_, err := p.pool.Exec(ctx, `INSERT INTO replicas (`+replicaColumns+`) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = excluded.started_at, seen_at = excluded.seen_at`,
-		r.ID, r.URL, formatTime(r.StartedAt), formatTime(r.SeenAt))
+	_, err := p.pool.Exec(ctx, `INSERT INTO replicas (`+replicaColumns+`) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = excluded.started_at, seen_at = excluded.seen_at, servers = excluded.servers`,
+		r.ID, r.URL, formatTime(r.StartedAt), formatTime(r.SeenAt), jsonBytes(r.Servers))
 	if err != nil {
 		return fmt.Errorf("putting replica %q: %w", r.ID, err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestReplicas(t *testing.T) {
 	forEachReplicaStore(t, func(t *testing.T, s replicaStore) {
 		ctx := context.Background()
 		t0 := time.Date(2026, 12, 7, 10, 0, 0, 123456789, time.UTC)
-		a := Replica{ID: "a", URL: "http://10.0.0.1:8080", StartedAt: t0, SeenAt: t0}
+		a := Replica{ID: "a", URL: "http://10.0.0.1:8080", StartedAt: t0, SeenAt: t0, Servers: json.RawMessage(`{"git":"running","web":"failed"}`)}
 		b := Replica{ID: "b", URL: "http://10.0.0.2:8080", StartedAt: t0, SeenAt: t0.Add(time.Second)}
 		old := Replica{ID: "old", URL: "http://10.0.0.3:8080", StartedAt: t0.Add(-time.Hour), SeenAt: t0.Add(-time.Hour)}
 		for _, r := range []Replica{a, b, old} {
@@ -74,6 +75,8 @@ func TestPutReplica_Invalid(t *testing.T) {
 		{"relative url", Replica{ID: "a", URL: "/mcp", StartedAt: now, SeenAt: now}, "absolute http or https URL"},
 		{"other scheme", Replica{ID: "a", URL: "file:///etc", StartedAt: now, SeenAt: now}, "absolute http or https URL"},
 		{"long id", Replica{ID: strings.Repeat("a", 513), URL: "http://a:1", StartedAt: now, SeenAt: now}, "ID must be"},
+		{"servers not an object", Replica{ID: "a", URL: "http://a:1", StartedAt: now, SeenAt: now, Servers: json.RawMessage(`["x"]`)}, "servers must be a JSON object"},
+		{"servers not JSON", Replica{ID: "a", URL: "http://a:1", StartedAt: now, SeenAt: now, Servers: json.RawMessage(`{"x"`)}, "servers must be a JSON object"},
 		{"bad time", Replica{ID: "a", URL: "http://a:1", StartedAt: now, SeenAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "SeenAt is outside"},
 	} {
 		forEachReplicaStore(t, func(t *testing.T, s replicaStore) {

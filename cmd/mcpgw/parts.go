@@ -120,7 +120,8 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 				return fail(fmt.Errorf("cluster.replica_id is not set and the host name is unknown: %v", err))
 			}
 		}
-		replicas, err = cluster.New(cluster.Options{ID: id, URL: cfg.Cluster.SelfURL, Secret: secret, Registry: db, Logger: logger.With("component", "cluster")})
+		replicas, err = cluster.New(cluster.Options{ID: id, URL: cfg.Cluster.SelfURL, Secret: secret, Registry: db, Logger: logger.With("component", "cluster"),
+			Status: func() json.RawMessage { return serverStates(mgr) }})
 		if err != nil {
 			return fail(err)
 		}
@@ -264,6 +265,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		StdioCwd:      cfg.Admin.StdioCwd,
 		LookupEnv:     os.LookupEnv,
 		Sessions:      edge,
+		Replicas:      replicaList(replicas),
 		Logger:        logger.With("component", "admin"),
 	})
 	if err != nil {
@@ -327,6 +329,26 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 
 	mgr.Start()
 	return &parts{mgr: mgr, db: db, media: media, unobserve: unobserve, core: core, edge: edge, modern: modernEdge, adm: adm, ready: ready, handler: handler, adminHandler: adminHandler, leave: leave}, nil
+}
+
+// serverStates is this replica's view of its servers for the others:
+// name → state.
+func serverStates(mgr *upstream.Manager) json.RawMessage {
+	states := map[string]string{}
+	for _, st := range mgr.Servers() {
+		states[st.Name] = string(st.State)
+	}
+	b, _ := json.Marshal(states)
+	return b
+}
+
+// replicaList is what the admin API shows of the cluster's replicas, or
+// nil when the gateway runs alone.
+func replicaList(c *cluster.Cluster) func() []store.Replica {
+	if c == nil {
+		return nil
+	}
+	return c.Replicas
 }
 
 // replicaName is the name session ids carry: the cluster's, or "" (the

@@ -70,6 +70,10 @@ type Options struct {
 	Core *gateway.Server
 	// Servers changes the servers. Required.
 	Servers ServerManager
+	// Replicas, if not nil, returns the live replicas of the cluster, each
+	// with its view of its servers: a server's status then says its state
+	// on each ("replicas").
+	Replicas func() []store.Replica
 	// Store keeps registrations. Required.
 	Store ServerStore
 	// ConfigServers are the names of the config file's servers (see

@@ -103,6 +103,7 @@ type envOptions struct {
 	patterns []config.StdioCommand // admin.stdio_commands after those of stdio
 	env      []string              // admin.stdio_env
 	cwd      []string              // admin.stdio_cwd
+	replicas func() []store.Replica // the cluster's, if not nil
 }
 
 // stdioCommands are the admin.stdio_commands of o.
@@ -153,6 +154,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		StdioCwd:      o.cwd,
 		LookupEnv:     lookupEnv,
 		Logger:        slog.New(slog.NewTextHandler(ev.log, nil)),
+		Replicas:      o.replicas,
 	}
 	if o.off {
 		opts.Tokens = nil

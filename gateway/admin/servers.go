@@ -43,6 +43,7 @@ func (a *API) view(name string) (json.RawMessage, bool) {
 // names keep accepts, from one snapshot.
 func (a *API) views(keep func(name string) bool) []json.RawMessage {
 	out := []json.RawMessage{}
+	perReplica := a.replicaStates()
 	for _, st := range a.opts.Core.Servers() {
 		if !keep(st.Name) {
 			continue
@@ -55,9 +56,42 @@ func (a *API) views(keep func(name string) bool) []json.RawMessage {
 		if err != nil {
 			continue
 		}
+		if perReplica != nil {
+			states := map[string]string{}
+			for id, servers := range perReplica {
+				if state, ok := servers[st.Name]; ok {
+					states[id] = state
+				}
+			}
+			if v, err = rawjson.Set(v, "replicas", mustMarshal(states)); err != nil {
+				continue
+			}
+		}
 		out = append(out, v)
 	}
 	return out
+}
+
+// replicaStates returns, by replica, each server's state there, as the
+// replicas last recorded it; nil when the gateway runs alone.
+func (a *API) replicaStates() map[string]map[string]string {
+	if a.opts.Replicas == nil {
+		return nil
+	}
+	out := map[string]map[string]string{}
+	for _, r := range a.opts.Replicas() {
+		servers := map[string]string{}
+		if len(r.Servers) > 0 && json.Unmarshal(r.Servers, &servers) != nil {
+			continue
+		}
+		out[r.ID] = servers
+	}
+	return out
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func (a *API) listServers(c echo.Context) error {

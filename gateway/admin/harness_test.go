@@ -98,11 +98,11 @@ type env struct {
 
 // envOptions vary the API of an env.
 type envOptions struct {
-	off      bool                  // no admin.tokens
-	stdio    []string              // admin.stdio_commands, as plain commands
-	patterns []config.StdioCommand // admin.stdio_commands after those of stdio
-	env      []string              // admin.stdio_env
-	cwd      []string              // admin.stdio_cwd
+	off      bool                   // no admin.tokens
+	stdio    []string               // admin.stdio_commands, as plain commands
+	patterns []config.StdioCommand  // admin.stdio_commands after those of stdio
+	env      []string               // admin.stdio_env
+	cwd      []string               // admin.stdio_cwd
 	replicas func() []store.Replica // the cluster's, if not nil
 }
 

@@ -183,10 +183,10 @@ func TestAdminExec_Patterns(t *testing.T) {
 	}
 	skipped := false
 	for _, l := range strings.Split(g.Stderr(), "\n") {
-		var rec struct{ Level, Msg, Server, Problems string }
+		var rec struct{ Level, Msg, Server, Problem string }
 		if json.Unmarshal([]byte(l), &rec) == nil && rec.Level == "ERROR" && rec.Server == "pat" &&
-			strings.HasPrefix(rec.Msg, "skipping a stdio server registered through the admin API") &&
-			strings.Contains(rec.Problems, "args: argument 1 is not allowed: admin.stdio_commands[0]") {
+			strings.HasPrefix(rec.Msg, "skipping a server registered through the admin API") &&
+			strings.Contains(rec.Problem, "args: argument 1 is not allowed: admin.stdio_commands[0]") {
 			skipped = true
 		}
 	}
@@ -251,10 +251,10 @@ func TestAdminExec_Cwd(t *testing.T) {
 	}
 	skipped := false
 	for _, l := range strings.Split(g.Stderr(), "\n") {
-		var rec struct{ Level, Msg, Server, Problems string }
+		var rec struct{ Level, Msg, Server, Problem string }
 		if json.Unmarshal([]byte(l), &rec) == nil && rec.Level == "ERROR" && rec.Server == "srv" &&
-			strings.HasPrefix(rec.Msg, "skipping a stdio server registered through the admin API") &&
-			strings.Contains(rec.Problems, "cwd: is not in admin.stdio_cwd") {
+			strings.HasPrefix(rec.Msg, "skipping a server registered through the admin API") &&
+			strings.Contains(rec.Problem, "cwd: is not in admin.stdio_cwd") {
 			skipped = true
 		}
 	}

@@ -33,6 +33,7 @@ type replicaSet struct {
 	addrs   []string // host:port of each, kept across restarts
 	dirs    []string
 	configs []string
+	dsn     string // their database
 }
 
 // startReplicas starts n replicas r1..rn over a new PostgreSQL database,
@@ -45,7 +46,7 @@ func startReplicas(t *testing.T, n int, top, servers string) *replicaSet {
 		t.Fatalf("building bridgeserver: %v\n%s", err, out)
 	}
 	dsn := pgtest.DSN(t)
-	rs := &replicaSet{}
+	rs := &replicaSet{dsn: dsn}
 	for i := 1; i <= n; i++ {
 		cfg := top + fmt.Sprintf(`secret: %s
 store: {driver: postgres, dsn: %q, max_conns: 4}

@@ -30,13 +30,13 @@ type Blobs interface {
 	// DeleteBlob deletes the blob of id, if there is one.
 	DeleteBlob(ctx context.Context, id string) (Totals, error)
 	// DeleteExpiredBlobs deletes the blobs stored at or before storedBy.
+	// It and the other methods that return Totals read them cheaply (the
+	// metrics take them from here, never a query per scrape).
 	DeleteExpiredBlobs(ctx context.Context, storedBy time.Time) (int, Totals, error)
 	// TrimBlobs deletes the least recently used blobs until the rest take
 	// at most maxBytes, and returns their ids. Replicas trimming at once
 	// together delete no more than one would.
 	TrimBlobs(ctx context.Context, maxBytes int64) ([]string, Totals, error)
-	// BlobTotals returns the count and bytes of all blobs, cheaply.
-	BlobTotals(ctx context.Context) (Totals, error)
 }
 
 // Blob is a blob as Blobs keeps it. Its fields are those of store.Media,

@@ -30,7 +30,6 @@ type mediaDB interface {
 	DeleteMedia(context.Context, string) (store.MediaTotals, error)
 	DeleteExpiredMedia(context.Context, time.Time) (int, store.MediaTotals, error)
 	TrimMedia(context.Context, int64) ([]string, store.MediaTotals, error)
-	MediaTotals(context.Context) (store.MediaTotals, error)
 }
 
 // storeBlobs is the tests' Blobs on the store, as cmd/mcpgw wires it.
@@ -72,11 +71,6 @@ func (b storeBlobs) DeleteExpiredBlobs(ctx context.Context, storedBy time.Time) 
 func (b storeBlobs) TrimBlobs(ctx context.Context, maxBytes int64) ([]string, Totals, error) {
 	ids, t, err := b.db.TrimMedia(ctx, maxBytes)
 	return ids, Totals(t), err
-}
-
-func (b storeBlobs) BlobTotals(ctx context.Context) (Totals, error) {
-	t, err := b.db.MediaTotals(ctx)
-	return Totals(t), err
 }
 
 // openPostgres opens the store on a new PostgreSQL database, closed at

@@ -208,11 +208,10 @@ func (s *Store) openShared(ctx context.Context, id, ext string, now time.Time) (
 		s.mu.Unlock()
 		return Entry{}, nil, ErrNotFound
 	}
-	if c, ok := s.db.cache.Get(id); ok && now.Sub(c.fetched) < cacheTTL && !s.expiredAt(c.e, now) {
+	// Another extension may be a MIME type another replica stored since:
+	// the database decides.
+	if c, ok := s.db.cache.Get(id); ok && c.e.Ext == ext && now.Sub(c.fetched) < cacheTTL && !s.expiredAt(c.e, now) {
 		s.mu.Unlock()
-		if c.e.Ext != ext {
-			return Entry{}, nil, ErrNotFound
-		}
 		return c.e, c.data, nil
 	}
 	s.mu.Unlock()

@@ -372,3 +372,21 @@ func TestNew_SharedOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestShared_OtherMIMEType: a replica that cached a blob under one MIME
+// type serves it under the type another replica stored it with since.
+func TestShared_OtherMIMEType(t *testing.T) {
+	db := storeBlobs{openPostgres(t)}
+	c := newClock()
+	a := newTestStore(t, Options{Blobs: db, Now: c.Now})
+	b := newTestStore(t, Options{Blobs: db, Now: c.Now})
+	data := []byte("the same bytes")
+	png := mustPut(t, a, "o", "image/png", data)
+	jpg := mustPut(t, b, "o", "image/jpeg", data)
+	if png.ID != jpg.ID || jpg.Ext != "jpg" {
+		t.Fatalf("entries %+v and %+v; want one id", png, jpg)
+	}
+	if e, got, err := a.ReadFor("o", jpg.Name()); err != nil || !bytes.Equal(got, data) || e.MIMEType != "image/jpeg" {
+		t.Errorf("a's ReadFor of the jpeg: %+v, %q, %v", e, got, err)
+	}
+}

@@ -523,8 +523,9 @@ type Media struct {
 	// MinBytes: a blob of at most this many bytes (decoded) stays in the
 	// result. Default DefaultMediaMinBytes.
 	MinBytes ByteSize `yaml:"min_bytes"`
-	// MaxBytes bounds the bytes the media store keeps on disk (under
-	// <data_dir>/media); the least recently used go first. Default
+	// MaxBytes bounds the bytes the media store keeps: on disk (under
+	// <data_dir>/media) with SQLite, in the shared database for all
+	// replicas with PostgreSQL; the least recently used go first. Default
 	// DefaultMediaMaxBytes.
 	MaxBytes ByteSize `yaml:"max_bytes"`
 	// MaxAge is how long a stored blob is served. Default DefaultMediaMaxAge.

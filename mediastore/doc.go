@@ -48,4 +48,24 @@
 // It costs a read of the whole store at startup.
 //
 // One Store owns its directory: two processes must not share one.
+//
+// # In a shared database
+//
+// Replicas share no directory, so with Options.Blobs (PostgreSQL's media
+// table, wired by cmd/mcpgw) the blobs live in the database and any
+// replica serves any media URL. Put first touches the blob's row (its
+// bytes cross the network once per content), else inserts it, then trims
+// the table to MaxBytes, least recently used first; the database counts
+// the bytes of all replicas, and trims that race take turns. The Handler
+// and ReadFor read a blob whole (it is bounded by MaxBlobBytes, which the
+// gateway sets to max_response_body: one blob in memory per request
+// served) and serve it only if its owner and bytes hash to its id, as New
+// checks a file; a row that does not is deleted. A read records its use
+// at most once a minute. Each replica keeps the blobs it read or wrote in
+// an LRU cache of CacheBytes (32 MiB by default, no blob over a quarter of
+// it), each served for at most a minute before it is read again, which
+// also bounds how long a replica serves a blob another one evicted. The
+// sweeper deletes expired blobs every SweepInterval, whichever replica
+// stored them. Stats are the table's count and bytes, as last read (by
+// the replica's own puts, trims and sweeps), and this replica's counters.
 package mediastore

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -69,7 +70,8 @@ type HandlerOptions struct {
 //
 // A malformed, unknown or expired name is 404, as is a path with more
 // segments after "/media/"; with RequireSignature, a known name with a
-// missing, bad or expired signature is 403. A blob is served with
+// missing, bad or expired signature is 403. On Blobs, a database that
+// fails to answer is 503 with Retry-After, never 404. A blob is served with
 // http.ServeContent, so Range and conditional requests work, with its MIME
 // type, ETag "<id>", Last-Modified its Stored time, "Cache-Control:
 // private, immutable, max-age=<seconds until it expires>" (or until the
@@ -98,12 +100,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
-	e, f, err := h.s.open(name, "", true)
+	e, err := h.s.open(r.Context(), name, "", true)
+	if errors.Is(err, errUnavailable) {
+		h.s.logger.Warn("serving media failed", "name", name, "err", err)
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "media store unavailable; try again", http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil {
 		notFound(w)
 		return
 	}
-	defer f.Close()
+	defer e.close()
 	now := h.s.now()
 	life := e.Stored.Add(h.s.maxAge).Sub(now)
 	if h.o.RequireSignature {
@@ -124,7 +133,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Content-Disposition", `attachment; filename="`+e.Name()+`"`)
 		hd.Set("Content-Security-Policy", "sandbox")
 	}
-	http.ServeContent(w, r, e.Name(), e.Stored, io.NewSectionReader(f, e.off, e.Size))
+	http.ServeContent(w, r, e.Name(), e.Stored, e.r)
 }
 
 func notFound(w http.ResponseWriter) {

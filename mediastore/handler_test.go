@@ -50,8 +50,14 @@ func TestURL(t *testing.T) {
 }
 
 func TestHandler(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { testHandler(t, b.open) })
+	}
+}
+
+func testHandler(t *testing.T, newStore func(testing.TB, Options) *Store) {
 	c := newClock()
-	s := newTestStore(t, Options{MaxAge: time.Hour, Now: c.Now})
+	s := newStore(t, Options{MaxAge: time.Hour, Now: c.Now})
 	pngData := []byte("\x89PNG\r\n\x1a\n0123456789")
 	png := mustPut(t, s, "principal:alice", "image/png", pngData)
 	pdf := mustPut(t, s, "principal:alice", "application/pdf", []byte("%PDF-1.7"))

@@ -1,6 +1,8 @@
 package mediastore
 
 import (
+	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -49,19 +51,31 @@ var (
 	// probe for the media of others.
 	ErrNotFound = errors.New("media not found")
 	// ErrTooLarge is returned by Put for a blob larger than the store's
-	// MaxBytes.
+	// MaxBytes or MaxBlobBytes.
 	ErrTooLarge = errors.New("media larger than the store")
 
 	errClosed = errors.New("media store closed")
 )
 
-// Options configures a Store. Dir and Secret are required; every other
-// field has a usable zero value.
+// Options configures a Store. Secret and one of Dir and Blobs are
+// required; every other field has a usable zero value.
 type Options struct {
 	// Dir is the directory the blobs live in. It is created, mode 0700, if
 	// missing. One Store owns it: New removes every file in it that is not
-	// a valid blob (subdirectories are left alone). Required.
+	// a valid blob (subdirectories are left alone). Required unless Blobs
+	// is set.
 	Dir string
+	// Blobs, instead of Dir, is a database that keeps the blobs for
+	// several replicas (see the package doc). MaxBytes then bounds the
+	// blobs of all of them together.
+	Blobs Blobs
+	// CacheBytes bounds the blobs a Store on Blobs keeps in memory (none
+	// larger than a quarter of it). If zero, DefaultCacheBytes; negative:
+	// no cache.
+	CacheBytes int64
+	// MaxBlobBytes bounds one blob: a larger one is ErrTooLarge. If zero,
+	// MaxBytes. Negative is an error.
+	MaxBlobBytes int64
 	// MaxBytes bounds the bytes of all blobs together; when a Put goes over
 	// it, the least recently used blobs are removed. If zero,
 	// DefaultMaxBytes is used. Negative is an error.
@@ -95,8 +109,10 @@ type Options struct {
 // always has its file and a file opened under the lock is the indexed
 // blob's. Blob bytes are written, read and hashed outside the lock.
 type Store struct {
-	root       *os.Root
+	root       *os.Root // nil on Blobs
+	db         *shared  // nil on Dir
 	maxBytes   int64
+	maxBlob    int64
 	maxAge     time.Duration
 	sweepEvery time.Duration
 	idKey      []byte
@@ -161,8 +177,13 @@ type Stats struct {
 // earlier run (see the package doc), removes everything else, and starts
 // the sweeper of expired blobs, which Close stops.
 func New(opts Options) (*Store, error) {
-	if opts.Dir == "" {
+	switch {
+	case opts.Dir == "" && opts.Blobs == nil:
 		return nil, errors.New("mediastore: Dir is required")
+	case opts.Dir != "" && opts.Blobs != nil:
+		return nil, errors.New("mediastore: Dir and Blobs are both set; the blobs live in one of them")
+	case opts.MaxBlobBytes < 0:
+		return nil, errors.New("mediastore: MaxBlobBytes is negative")
 	}
 	if len(opts.Secret) < minSecretLen {
 		return nil, fmt.Errorf("mediastore: Secret is %d bytes, it must be at least %d", len(opts.Secret), minSecretLen)
@@ -190,6 +211,10 @@ func New(opts Options) (*Store, error) {
 	if s.maxBytes == 0 {
 		s.maxBytes = DefaultMaxBytes
 	}
+	s.maxBlob = s.maxBytes
+	if opts.MaxBlobBytes > 0 {
+		s.maxBlob = min(s.maxBlob, opts.MaxBlobBytes)
+	}
 	if s.maxAge == 0 {
 		s.maxAge = DefaultMaxAge
 	}
@@ -201,6 +226,21 @@ func New(opts Options) (*Store, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if opts.Blobs != nil {
+		cache := opts.CacheBytes
+		if cache == 0 {
+			cache = DefaultCacheBytes
+		}
+		var err error
+		if s.db, err = newShared(opts.Blobs, cache); err != nil {
+			return nil, err
+		}
+		if err := s.startShared(); err != nil {
+			return nil, err
+		}
+		go s.sweepLoop()
+		return s, nil
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mediastore: creating its directory: %w", err)
@@ -238,8 +278,13 @@ func (s *Store) Close() error {
 		<-s.done
 		s.mu.Lock()
 		s.closed = true
+		if s.db != nil {
+			s.db.cache.Purge()
+		}
 		s.mu.Unlock()
-		s.closeErr = s.root.Close()
+		if s.root != nil {
+			s.closeErr = s.root.Close()
+		}
 	})
 	return s.closeErr
 }
@@ -254,7 +299,9 @@ func (s *Store) dropped(_ string, e entry) {
 	}
 }
 
-func (s *Store) expired(e entry, now time.Time) bool {
+func (s *Store) expired(e entry, now time.Time) bool { return s.expiredAt(e.Entry, now) }
+
+func (s *Store) expiredAt(e Entry, now time.Time) bool {
 	return !now.Before(e.Stored.Add(s.maxAge))
 }
 
@@ -272,11 +319,11 @@ func (s *Store) trimLocked() {
 // the same bytes with the same MIME type gets the same entry back: that
 // refreshes its Stored time and recency and writes no bytes. (The same
 // bytes with another MIME type replace the stored blob.) A blob larger
-// than MaxBytes is ErrTooLarge; other blobs evict the least recently used
-// ones until the total fits.
+// than MaxBytes or MaxBlobBytes is ErrTooLarge, and nothing is written;
+// other blobs evict the least recently used ones until the total fits.
 func (s *Store) Put(owner, mimeType string, data []byte) (Entry, error) {
-	if int64(len(data)) > s.maxBytes {
-		return Entry{}, fmt.Errorf("%w: %d bytes, the store keeps %d", ErrTooLarge, len(data), s.maxBytes)
+	if int64(len(data)) > s.maxBlob {
+		return Entry{}, fmt.Errorf("%w: %d bytes, the store keeps %d in one blob", ErrTooLarge, len(data), s.maxBlob)
 	}
 	if len(owner) > maxOwnerLen || !utf8.ValidString(owner) {
 		return Entry{}, errors.New("mediastore: owner is too long or not UTF-8")
@@ -290,6 +337,9 @@ func (s *Store) Put(owner, mimeType string, data []byte) (Entry, error) {
 		Owner:    owner,
 	}}
 	now := s.now()
+	if s.db != nil {
+		return s.putShared(e.Entry, data, now)
+	}
 
 	s.mu.Lock()
 	if s.closed {
@@ -453,22 +503,54 @@ func (s *Store) Get(name string) (Entry, bool) {
 		return Entry{}, false
 	}
 	now := s.now()
+	if s.db != nil {
+		e, _, err := s.openShared(context.Background(), id, ext, now)
+		return e, err == nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.lookupLocked(id, ext, now)
 	return e.Entry, ok
 }
 
-// open finds the blob of name, for owner unless anyOwner, and opens its
-// file. The file is opened under the lock, so it is the indexed blob's
-// even if the blob is evicted right after: its bytes stay readable
-// through the open file.
-func (s *Store) open(name, owner string, anyOwner bool) (entry, *os.File, error) {
+// blob is an open blob: its entry and its bytes, to be closed after.
+type blob struct {
+	Entry
+	r     *io.SectionReader
+	close func() error
+}
+
+// open finds the blob of name, for owner unless anyOwner. It is
+// ErrNotFound when the name is malformed, unknown, expired or another
+// owner's; other errors say the store could not tell.
+func (s *Store) open(ctx context.Context, name, owner string, anyOwner bool) (blob, error) {
 	id, ext, err := ParseName(name)
 	if err != nil {
-		return entry{}, nil, ErrNotFound
+		return blob{}, ErrNotFound
 	}
 	now := s.now()
+	if s.db == nil {
+		e, f, err := s.openFile(id, ext, owner, anyOwner, now)
+		if err != nil {
+			return blob{}, err
+		}
+		return blob{Entry: e.Entry, r: io.NewSectionReader(f, e.off, e.Size), close: f.Close}, nil
+	}
+	e, data, err := s.openShared(ctx, id, ext, now)
+	if err != nil {
+		return blob{}, err
+	}
+	if !anyOwner && e.Owner != owner {
+		return blob{}, ErrNotFound
+	}
+	return blob{Entry: e, r: io.NewSectionReader(bytes.NewReader(data), 0, e.Size), close: func() error { return nil }}, nil
+}
+
+// openFile finds the blob of id and ext on disk and opens its file. The
+// file is opened under the lock, so it is the indexed blob's even if the
+// blob is evicted right after: its bytes stay readable through the open
+// file.
+func (s *Store) openFile(id, ext, owner string, anyOwner bool, now time.Time) (entry, *os.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -507,16 +589,16 @@ func (s *Store) open(name, owner string, anyOwner bool) (entry, *os.File, error)
 // owner stored it, for resources/read of a media URL. It is ErrNotFound
 // when the name is unknown, expired or another owner's.
 func (s *Store) ReadFor(owner, name string) (Entry, []byte, error) {
-	e, f, err := s.open(name, owner, false)
+	b, err := s.open(context.Background(), name, owner, false)
 	if err != nil {
 		return Entry{}, nil, err
 	}
-	defer f.Close()
-	buf := make([]byte, e.Size)
-	if _, err := f.ReadAt(buf, e.off); err != nil && !(err == io.EOF && e.Size == 0) {
-		return Entry{}, nil, fmt.Errorf("mediastore: reading %s: %w", e.Name(), err)
+	defer b.close()
+	buf := make([]byte, b.Size)
+	if _, err := b.r.ReadAt(buf, 0); err != nil && !(err == io.EOF && b.Size == 0) {
+		return Entry{}, nil, fmt.Errorf("mediastore: reading %s: %w", b.Name(), err)
 	}
-	return e.Entry, buf, nil
+	return b.Entry, buf, nil
 }
 
 // Stats returns the store's counters.
@@ -524,6 +606,10 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
+	if s.db != nil {
+		st.Bytes, st.Files = s.db.totals.Bytes, int(s.db.totals.Files)
+		return st
+	}
 	st.Bytes = s.bytes
 	st.Files = s.index.Len()
 	return st
@@ -548,6 +634,15 @@ func (s *Store) sweepLoop() {
 
 // sweep removes every expired blob and returns how many.
 func (s *Store) sweep() int {
+	if s.db != nil {
+		ctx, cancel := dbContext(context.Background())
+		defer cancel()
+		n, err := s.sweepShared(ctx)
+		if err != nil {
+			s.logger.Warn("sweeping media failed", "err", err)
+		}
+		return n
+	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -46,7 +46,7 @@ func (c *clock) Add(d time.Duration) {
 // secret and a clock when they are unset, and closes it at cleanup.
 func newTestStore(t testing.TB, opts Options) *Store {
 	t.Helper()
-	if opts.Dir == "" {
+	if opts.Dir == "" && opts.Blobs == nil {
 		opts.Dir = t.TempDir()
 	}
 	if opts.Secret == nil {

@@ -65,6 +65,11 @@
 // one difference: PostgreSQL's text holds no NUL byte and no invalid UTF-8,
 // so a record with such a string is refused, naming the field. AddEvent
 // serializes on an advisory lock, so seqs commit in order across replicas.
+// PostgreSQL also keeps the media store's blobs, which every replica
+// serves (media.go: bytea rows, and a one-row media_totals that the
+// statements adding and deleting them keep, so that the byte budget and
+// the metrics never sum the table); SQLite does not, since its one replica
+// keeps them in files.
 // Errors name the host and database, never the DSN's password.
 //
 // Memory is the same store in memory, for when no database is configured;

@@ -25,6 +25,8 @@ type Memory struct {
 	events   []Event // in Seq order
 	eventSeq uint64  // the last Seq given, as SQLite's AUTOINCREMENT keeps it
 	now      func() time.Time
+
+	media map[string]Media // by ID; nil until the first PutMedia
 }
 
 // NewMemory returns an empty Memory store.

@@ -113,6 +113,13 @@ CREATE TABLE replicas (
 	servers    TEXT  -- JSON object: each server's state there; NULL: none
 ) STRICT;
 `},
+	{name: "media", sql: `
+-- Nothing: on SQLite (one replica) the media store keeps its blobs in files
+-- under data_dir/media, never in the database. The version is taken so that
+-- both drivers' schema_migrations say the same; PostgreSQL's migration 6
+-- holds the blobs that its replicas share.
+SELECT 1;
+`},
 }
 
 const createMigrationsTable = `

@@ -107,6 +107,39 @@ CREATE TABLE replicas (
 	servers    bytea -- JSON object: each server's state there; NULL: none
 );
 `},
+	{name: "media", sql: `
+-- The media store's blobs, which every replica serves (media.go). id is the
+-- blob's keyed hash of its owner and bytes, so one id is one content: a
+-- second put of it only refreshes its times. stored_at ends its life
+-- (media.max_age); last_used orders the eviction under media.max_bytes.
+-- A blob over about 2 kB is TOASTed out of line, so the heap row and its
+-- indexes stay small.
+CREATE TABLE media (
+	id        text   COLLATE "C" NOT NULL PRIMARY KEY CHECK (id <> ''),
+	owner     text   NOT NULL,
+	mime_type text   NOT NULL CHECK (mime_type <> ''),
+	size      bigint NOT NULL CHECK (size >= 0),
+	stored_at text   COLLATE "C" NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	last_used text   COLLATE "C" NOT NULL,
+	data      bytea  NOT NULL,
+	CHECK (octet_length(data) = size)
+);
+
+-- DeleteExpiredMedia.
+CREATE INDEX media_stored_at ON media (stored_at);
+-- TrimMedia: the least recently used first.
+CREATE INDEX media_last_used ON media (last_used, id);
+
+-- The count and bytes of the media table, kept by the statements that add
+-- and delete its rows, in their transactions, so that the byte budget and
+-- the metrics read one row instead of summing the table.
+CREATE TABLE media_totals (
+	one   boolean NOT NULL PRIMARY KEY DEFAULT true CHECK (one),
+	files bigint  NOT NULL CHECK (files >= 0),
+	bytes bigint  NOT NULL CHECK (bytes >= 0)
+);
+INSERT INTO media_totals (one, files, bytes) VALUES (true, 0, 0);
+`},
 }
 
 // Advisory lock keys, in the database's own space: the migration lock

@@ -93,13 +93,21 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	if err := restoreServers(context.Background(), cfg, db, mgr, logger); err != nil {
 		return fail(err)
 	}
-	media, err := mediastore.New(mediastore.Options{
-		Dir:      filepath.Join(cfg.DataDir, "media"),
-		MaxBytes: int64(cfg.Media.MaxBytes),
-		MaxAge:   time.Duration(cfg.Media.MaxAge),
-		Secret:   secret,
-		Logger:   logger.With("component", "media"),
-	})
+	mopts := mediastore.Options{
+		MaxBytes:     int64(cfg.Media.MaxBytes),
+		MaxBlobBytes: int64(cfg.MaxResponseBody), // a decoded blob is smaller than the message it came in
+		MaxAge:       time.Duration(cfg.Media.MaxAge),
+		Secret:       secret,
+		Logger:       logger.With("component", "media"),
+	}
+	// Replicas on PostgreSQL share the blobs there; one replica on SQLite
+	// keeps them in files.
+	if pg, ok := db.(*store.Postgres); ok {
+		mopts.Blobs = mediaBlobs{pg}
+	} else {
+		mopts.Dir = filepath.Join(cfg.DataDir, "media")
+	}
+	media, err := mediastore.New(mopts)
 	if err != nil {
 		return fail(fmt.Errorf("opening the media store: %w", err))
 	}
@@ -443,6 +451,48 @@ func openStore(ctx context.Context, cfg *config.Config) (database, error) {
 	}
 	// Validated with the config; cannot happen.
 	return nil, fmt.Errorf("store.driver %q is not one of sqlite, postgres", cfg.Store.Driver)
+}
+
+// mediaBlobs is the media store's Blobs on PostgreSQL. store.Media and
+// mediastore.Blob have the same fields, so each converts to the other.
+type mediaBlobs struct{ db *store.Postgres }
+
+var _ mediastore.Blobs = mediaBlobs{}
+
+func (b mediaBlobs) PutBlob(ctx context.Context, bl mediastore.Blob) (bool, mediastore.Totals, error) {
+	created, t, err := b.db.PutMedia(ctx, store.Media(bl))
+	return created, mediastore.Totals(t), err
+}
+
+func (b mediaBlobs) TouchBlob(ctx context.Context, id, mimeType string, at time.Time) (bool, error) {
+	return b.db.TouchMedia(ctx, id, mimeType, at)
+}
+
+func (b mediaBlobs) UseBlob(ctx context.Context, id string, at time.Time) error {
+	return b.db.UseMedia(ctx, id, at)
+}
+
+func (b mediaBlobs) GetBlob(ctx context.Context, id string) (mediastore.Blob, error) {
+	m, err := b.db.GetMedia(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return mediastore.Blob{}, mediastore.ErrNotFound
+	}
+	return mediastore.Blob(m), err
+}
+
+func (b mediaBlobs) DeleteBlob(ctx context.Context, id string) (mediastore.Totals, error) {
+	t, err := b.db.DeleteMedia(ctx, id)
+	return mediastore.Totals(t), err
+}
+
+func (b mediaBlobs) DeleteExpiredBlobs(ctx context.Context, storedBy time.Time) (int, mediastore.Totals, error) {
+	n, t, err := b.db.DeleteExpiredMedia(ctx, storedBy)
+	return n, mediastore.Totals(t), err
+}
+
+func (b mediaBlobs) TrimBlobs(ctx context.Context, maxBytes int64) ([]string, mediastore.Totals, error) {
+	ids, t, err := b.db.TrimMedia(ctx, maxBytes)
+	return ids, mediastore.Totals(t), err
 }
 
 // sessionStore is the legacy edge's SessionStore on the database.

@@ -113,3 +113,84 @@ func TestParts_OnPostgres(t *testing.T) {
 		t.Error("the server registered in the first run was not restored from PostgreSQL")
 	}
 }
+
+// TestParts_MediaWhereTheStoreIs: on PostgreSQL the media blobs live in
+// the database, so a link minted by one replica is served by another and
+// no data_dir/media is made; on SQLite they stay in files.
+func TestParts_MediaWhereTheStoreIs(t *testing.T) {
+	const secret = "0123456789abcdef0123456789abcdef"
+	png := bytes.Repeat([]byte("\x89PNG"), 100)
+	newPart := func(t *testing.T, yaml string, getenv func(string) (string, bool)) *parts {
+		t.Helper()
+		cfg, ps := config.Parse([]byte(yaml), getenv)
+		if len(ps) > 0 {
+			t.Fatal(ps)
+		}
+		p, err := newParts(cfg, slog.New(slog.DiscardHandler), testTelemetry(t))
+		if err != nil {
+			t.Fatalf("newParts: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := p.shutdown(ctx, 5*time.Second, nil); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		})
+		return p
+	}
+	fetch := func(t *testing.T, p *parts, name string) (int, []byte) {
+		t.Helper()
+		srv := httptest.NewServer(p.handler)
+		defer srv.Close()
+		res, err := http.Get(srv.URL + "/media/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body bytes.Buffer
+		if _, err := body.ReadFrom(res.Body); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, body.Bytes()
+	}
+
+	t.Run("postgres", func(t *testing.T) {
+		dsn := pgtest.DSN(t)
+		getenv := func(k string) (string, bool) { return dsn, k == "DB" }
+		var ps [2]*parts
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		for i := range ps {
+			ps[i] = newPart(t, fmt.Sprintf("data_dir: %q\nsecret: %s\nstore:\n  driver: postgres\n  dsn: ${DB}\n  max_conns: 3\n", dirs[i], secret), getenv)
+		}
+		e, err := ps[0].media.Put("principal:alice", "image/png", png)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, body := fetch(t, ps[1], e.Name()); code != http.StatusOK || !bytes.Equal(body, png) {
+			t.Errorf("the other replica answered %d with %d bytes; want 200 and the blob", code, len(body))
+		}
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, "media")); !os.IsNotExist(err) {
+				t.Errorf("%s/media: %v; want no media directory on postgres", d, err)
+			}
+		}
+		if st := ps[0].media.Stats(); st.Files != 1 || st.Bytes != int64(len(png)) {
+			t.Errorf("Stats = %+v; want the table's one blob", st)
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		dir := t.TempDir()
+		p := newPart(t, fmt.Sprintf("data_dir: %q\nsecret: %s\n", dir, secret), nil)
+		e, err := p.media.Put("principal:alice", "image/png", png)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "media", e.Name())); err != nil {
+			t.Errorf("the blob's file: %v", err)
+		}
+		if code, body := fetch(t, p, e.Name()); code != http.StatusOK || !bytes.Equal(body, png) {
+			t.Errorf("/media answered %d with %d bytes; want 200 and the blob", code, len(body))
+		}
+	})
+}

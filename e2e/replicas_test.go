@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -423,5 +424,35 @@ func (g *gateway) waitKnown(t *testing.T, name string) {
 			t.Fatalf("GET /admin/servers/%s = %d %s", name, status, body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReplicas_Media: a media link minted by one replica is served by
+// every replica: its bytes are in the shared database.
+func TestReplicas_Media(t *testing.T) {
+	demoURL, _ := startDemoHTTP(t, "demo-media")
+	rs := startReplicas(t, 3, "", fmt.Sprintf("  - {name: demo, transport: http, url: %q}\n", demoURL))
+	for _, g := range rs.gs {
+		g.waitState(t, "demo", "running")
+	}
+	direct := connect(t, demoURL, "")
+	want, _ := blob(t, callTool(t, direct, "picture", nil))
+	cs := connect(t, rs.gs[0].URL+"/mcp", "2025-11-25")
+	res := callTool(t, cs, "mcp__demo__picture", nil)
+	var link *mcp.ResourceLink
+	for _, c := range res.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok {
+			link = l
+		}
+	}
+	if link == nil || !strings.HasPrefix(link.URI, rs.gs[0].URL+"/media/") {
+		t.Fatalf("the picture through r1 = %v, want a link to r1's /media", res.Content)
+	}
+	path := strings.TrimPrefix(link.URI, rs.gs[0].URL)
+	for i, g := range rs.gs {
+		resp, body := fetch(t, g.URL+path, nil)
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, want) {
+			t.Errorf("r%d: GET %s = %d, %d bytes (the server's: %v)", i+1, path, resp.StatusCode, len(body), bytes.Equal(body, want))
+		}
 	}
 }

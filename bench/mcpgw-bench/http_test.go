@@ -506,3 +506,28 @@ note: a note
 		t.Errorf("text report:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestReportText_TaskAndWatches pins the text of -init-url, -task and a
+// second -watch.
+func TestReportText_TaskAndWatches(t *testing.T) {
+	rep := &report{
+		Mode: modeTask, Target: "http://127.0.0.1:8081/mcp", InitTarget: "http://127.0.0.1:8080/mcp", Method: "tools/call", Tool: "echo", Sessions: 2, DurationS: 5,
+		Requests: 10, RPS: 2, Task: &taskReport{Tasks: 12, Gets: 30, GetsPerTask: 2.5},
+		Watched:     &watchReport{PID: 1, CPUMs: 10, CPUUsPerReq: 1000},
+		AlsoWatched: []*watchReport{{PID: 2, CPUMs: 5, CPUUsPerReq: 500, Children: 1, ChildrenCPUMs: 1, ChildrenCPUUsPerReq: 100}},
+	}
+	var b bytes.Buffer
+	if err := rep.write(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	want := `mode=task target=http://127.0.0.1:8081/mcp init_target=http://127.0.0.1:8080/mcp method=tools/call tool=echo sessions=2 duration=5.0s
+requests=10 errors=0 rps=2.0
+tasks=12 tasks_get=30 gets_per_task=2.50
+bench_cpu_us_per_req=0.0 bench_cpu_ms=0.0
+watched pid=1 cpu_ms=10.0 cpu_us_per_req=1000.0 children=0 children_cpu_ms=0.0 children_cpu_us_per_req=0.0 peak_rss_mib=0.0 rss_mib=0.0 children_rss_mib=0.0
+watched pid=2 cpu_ms=5.0 cpu_us_per_req=500.0 children=1 children_cpu_ms=1.0 children_cpu_us_per_req=100.0 peak_rss_mib=0.0 rss_mib=0.0 children_rss_mib=0.0
+`
+	if b.String() != want {
+		t.Errorf("text report:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -47,7 +47,7 @@ func runDirect(ctx context.Context, c *config, stderr io.Writer) (*report, error
 	if n := srv.requests.Load(); n > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d server-to-client requests were not answered", n))
 	}
-	addWatched(rep, w, res)
+	addWatched(rep, res, w)
 	return rep, nil
 }
 

@@ -15,6 +15,7 @@
 //
 //	mcpgw-bench [flags]                    http mode: load -url
 //	mcpgw-bench -idle N [flags]            hold N idle sessions with their GET streams open
+//	mcpgw-bench -task [flags]              hosted tasks of 2026-07-28 clients at -url
 //	mcpgw-bench -direct [flags] -- CMD...  spawn the stdio server CMD and load it
 //
 // The target must be this machine: -url has to resolve to loopback
@@ -47,6 +48,20 @@
 // goroutine reads the server's stdout lines (of any length up to 64 MiB)
 // and hands each response to the worker whose id it carries; workers write
 // to stdin under a mutex.
+//
+// With -init-url, each session's initialize and notifications/initialized
+// go to that URL and its requests to -url: with two replicas of mcpgw, the
+// one at -url forwards them to the one that holds the session. -watch may
+// be given once per process (both replicas, say); the report has each.
+//
+// With -task, each session is a sessionless 2026-07-28 client that declares
+// the tasks extension in every request's _meta, and one request is one
+// task: tools/call, whose answer must be a task, then tasks/get until it is
+// completed (failed, input_required or anything else is an error); the
+// latency runs to the tasks/get that brought the result. Each tasks/get is
+// sent as soon as the last answer came, not after pollIntervalMs, and the
+// report counts tasks/get per task. mcpgw makes every call a task with
+// tasks.promote_after: 0s.
 //
 // With -idle N the tool sends no requests: it opens N sessions, each with
 // its GET stream, 64 at a time, holds them for -duration, and reports how

@@ -37,34 +37,33 @@ func runHTTP(ctx context.Context, c *config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var w *watcher
-	if c.watch > 0 {
-		if w, err = newWatcher(c.watch); err != nil {
-			return nil, err
-		}
+	ws, err := newWatchers(c.watch)
+	if err != nil {
+		return nil, err
 	}
 	calls := make([]callFunc, len(sessions))
 	for i, s := range sessions {
 		calls[i] = s.caller(c.request, &c.check)
 	}
-	var onStart, onEnd func()
-	if w != nil {
-		onStart, onEnd = w.start, w.stop
-	}
-	res := runLoad(ctx, c.plan(), calls, onStart, onEnd)
+	res := runLoad(ctx, c.plan(), calls, ws.start, ws.stop)
 	rep := newLoadReport(modeHTTP, c.url, c, res)
+	if t.initURL != t.url {
+		rep.InitTarget = t.initURL
+	}
 	if n := skippedRequests(sessions); n > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d server-to-client requests on the response streams were not answered", n))
 	}
-	addWatched(rep, w, res)
+	addWatched(rep, res, ws...)
 	return rep, nil
 }
 
 // target is the endpoint of http and idle mode and the clients that load
 // it.
 type target struct {
-	url    string
-	client *http.Client // GET streams and DELETEs
+	url string
+	// initURL is where sessions are initialized: -init-url, else url.
+	initURL string
+	client  *http.Client // GET streams and DELETEs
 	// posts carries the POSTs: round trips that follow no redirect.
 	posts  *http.Transport
 	header http.Header // -header
@@ -74,8 +73,15 @@ type target struct {
 // newTarget checks that -url is on this machine and builds the client. It
 // allows conns connections at once, each kept for reuse.
 func newTarget(ctx context.Context, c *config, conns, bufSize int) (*target, error) {
-	if err := checkLoopback(ctx, c.url, net.DefaultResolver.LookupIPAddr); err != nil {
+	if err := checkLoopback(ctx, "-url", c.url, net.DefaultResolver.LookupIPAddr); err != nil {
 		return nil, err
+	}
+	initURL := c.url
+	if c.initURL != "" {
+		if err := checkLoopback(ctx, "-init-url", c.initURL, net.DefaultResolver.LookupIPAddr); err != nil {
+			return nil, err
+		}
+		initURL = c.initURL
 	}
 	tr := &http.Transport{
 		DialContext:         dialLoopback,
@@ -91,7 +97,8 @@ func newTarget(ctx context.Context, c *config, conns, bufSize int) (*target, err
 		tr.ReadBufferSize, tr.WriteBufferSize = bufSize, bufSize
 	}
 	return &target{
-		url: c.url,
+		url:     c.url,
+		initURL: initURL,
 		client: &http.Client{
 			Transport: tr,
 			// A redirect could leave this machine; the answer is an error.
@@ -106,21 +113,21 @@ func newTarget(ctx context.Context, c *config, conns, bufSize int) (*target, err
 // close closes the idle connections.
 func (t *target) close() { t.posts.CloseIdleConnections() }
 
-// checkLoopback refuses a URL whose host is not a loopback address or does
-// not resolve to loopback addresses only: the tool generates load, and only
-// on this machine.
-func checkLoopback(ctx context.Context, raw string, lookup func(context.Context, string) ([]net.IPAddr, error)) error {
+// checkLoopback refuses a URL (of the flag name) whose host is not a
+// loopback address or does not resolve to loopback addresses only: the
+// tool generates load, and only on this machine.
+func checkLoopback(ctx context.Context, name, raw string, lookup func(context.Context, string) ([]net.IPAddr, error)) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("-url: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("-url %s is not an http:// or https:// URL", raw)
+		return fmt.Errorf("%s %s is not an http:// or https:// URL", name, raw)
 	}
 	host := u.Hostname()
 	if ip := net.ParseIP(host); ip != nil {
 		if !ip.IsLoopback() {
-			return fmt.Errorf("refusing -url %s: %s is not a loopback address, and mcpgw-bench only loads this machine", raw, host)
+			return fmt.Errorf("refusing %s %s: %s is not a loopback address, and mcpgw-bench only loads this machine", name, raw, host)
 		}
 		return nil
 	}
@@ -128,14 +135,14 @@ func checkLoopback(ctx context.Context, raw string, lookup func(context.Context,
 	defer cancel()
 	addrs, err := lookup(ctx, host)
 	if err != nil {
-		return fmt.Errorf("refusing -url %s: resolving %s: %w", raw, host, err)
+		return fmt.Errorf("refusing %s %s: resolving %s: %w", name, raw, host, err)
 	}
 	if len(addrs) == 0 {
-		return fmt.Errorf("refusing -url %s: %s has no address", raw, host)
+		return fmt.Errorf("refusing %s %s: %s has no address", name, raw, host)
 	}
 	for _, a := range addrs {
 		if !a.IP.IsLoopback() {
-			return fmt.Errorf("refusing -url %s: %s resolves to %s, not a loopback address, and mcpgw-bench only loads this machine", raw, host, a.IP)
+			return fmt.Errorf("refusing %s %s: %s resolves to %s, not a loopback address, and mcpgw-bench only loads this machine", name, raw, host, a.IP)
 		}
 	}
 	return nil
@@ -177,7 +184,8 @@ func (s *session) open(ctx context.Context) error {
 	s.header.Set("MCP-Protocol-Version", protocolVersion)
 	s.lines = newLineReader(nil, s.t.buf, maxMessage)
 	init := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"mcpgw-bench","version":"0.1.0"}}}`, protocolVersion)
-	resp, err := s.t.post(ctx, s.header.Clone(), init)
+	// The handshake goes to -init-url, the load to -url.
+	resp, err := s.t.postTo(ctx, s.t.initURL, s.header.Clone(), init)
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
@@ -203,7 +211,7 @@ func (s *session) open(ctx context.Context) error {
 	}
 	s.id, s.header = sid, h
 
-	resp, err = s.t.post(ctx, s.header, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	resp, err = s.t.postTo(ctx, s.t.initURL, s.header, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	if err != nil {
 		return fmt.Errorf("notifications/initialized: %w", err)
 	}
@@ -228,7 +236,12 @@ func (t *target) baseHeader() http.Header {
 // post sends one POST with the given headers (which it keeps: the caller
 // must not change them afterwards).
 func (t *target) post(ctx context.Context, h http.Header, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	return t.postTo(ctx, t.url, h, body)
+}
+
+// postTo is post to another URL of the target (-init-url).
+func (t *target) postTo(ctx context.Context, to string, h http.Header, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

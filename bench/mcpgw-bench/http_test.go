@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -292,6 +293,55 @@ func TestHTTPMode(t *testing.T) {
 	}
 }
 
+// TestHTTPMode_InitURL: with -init-url each session is initialized at one
+// endpoint and loaded at the other, as a replica that does not hold the
+// session forwards it; two -watch give a report of each process.
+func TestHTTPMode_InitURL(t *testing.T) {
+	checkGoroutines(t)
+	f, initURL := newFakeServer(t, 0)
+	var loadCalls, loadInits atomic.Int64
+	load := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		switch {
+		case bytes.Contains(body, []byte(`"initialize"`)):
+			loadInits.Add(1)
+		case bytes.Contains(body, []byte(`"tools/call"`)):
+			loadCalls.Add(1)
+		}
+		f.ServeHTTP(w, r)
+	}))
+	t.Cleanup(load.Close)
+	pid := strconv.Itoa(os.Getpid())
+	code, rep, output := runBench(t, append([]string{"-url", load.URL + "/mcp", "-init-url", initURL, "-watch", pid, "-watch", pid}, short...)...)
+	if code != 0 || rep == nil {
+		t.Fatalf("exit code %d\n%s", code, output)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the run's output:\n%s", output)
+		}
+	})
+	if rep.Errors != 0 || rep.Requests == 0 || rep.InitTarget != initURL {
+		t.Errorf("report %+v", rep)
+	}
+	if n, calls := loadInits.Load(), loadCalls.Load(); n != 0 || calls != f.calls.Load() || calls < rep.Requests {
+		t.Errorf("the load endpoint got %d initialize and %d of the %d tools/call", n, calls, f.calls.Load())
+	}
+	f.mu.Lock()
+	opened := f.opened
+	f.mu.Unlock()
+	if opened != 4 {
+		t.Errorf("%d sessions initialized, want 4", opened)
+	}
+	if rep.Watched == nil || len(rep.AlsoWatched) != 1 || rep.AlsoWatched[0].PID != os.Getpid() {
+		t.Errorf("watched %+v, also %+v, want two reports of pid %s; notes %q", rep.Watched, rep.AlsoWatched, pid, rep.Notes)
+	}
+	if n := f.live(); n != 0 {
+		t.Errorf("%d sessions not deleted", n)
+	}
+}
+
 // checkGoroutines fails the test if, once its cleanups before this one
 // have run, more goroutines run than before it.
 func checkGoroutines(t *testing.T) {
@@ -380,7 +430,7 @@ func TestCheckLoopback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			err := checkLoopback(context.Background(), tt.url, lookup)
+			err := checkLoopback(context.Background(), "-url", tt.url, lookup)
 			if (err == nil) != tt.ok {
 				t.Errorf("checkLoopback(%s) = %v, want ok %v", tt.url, err, tt.ok)
 			}
@@ -409,6 +459,17 @@ func TestFlags(t *testing.T) {
 		{"not http", []string{"-url", "unix:///tmp/x"}, 2, "not an http"},
 		{"bad header", []string{"-header", "nocolon"}, 2, "want K:V"},
 		{"not loopback", []string{"-url", "http://10.0.0.1:8080/mcp"}, 1, "refusing -url"},
+		{"init-url not http", []string{"-init-url", "ftp://127.0.0.1/mcp"}, 2, "-init-url \"ftp://127.0.0.1/mcp\" is not an http"},
+		{"init-url not loopback", []string{"-init-url", "http://10.0.0.1:8080/mcp"}, 1, "refusing -init-url"},
+		{"init-url with idle", []string{"-init-url", "http://127.0.0.1:1/mcp", "-idle", "3"}, 2, "-init-url goes with neither"},
+		{"init-url with task", []string{"-init-url", "http://127.0.0.1:1/mcp", "-task"}, 2, "-init-url goes with neither"},
+		{"init-url with direct", []string{"-direct", "-init-url", "http://127.0.0.1:1/mcp", "--", "cat"}, 2, "do not apply"},
+		{"task with tools/list", []string{"-task", "-method", "tools/list"}, 2, "-task runs tools/call"},
+		{"task with idle", []string{"-task", "-idle", "3"}, 2, "-task goes with neither"},
+		{"task with direct", []string{"-task", "-direct", "--", "cat"}, 2, "-task goes with neither"},
+		{"watch not a pid", []string{"-watch", "x"}, 2, "want a process id"},
+		{"watch zero", []string{"-watch", "0"}, 2, "want a process id"},
+		{"watch twice with idle", []string{"-idle", "3", "-watch", "1", "-watch", "2"}, 2, "-idle watches one process"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -440,6 +501,31 @@ latency_us p50=400.1 p90=700.2 p99=1200.3 max=5000.0
 bench_cpu_us_per_req=12.3 bench_cpu_ms=1518.5
 watched pid=123 cpu_ms=5629.5 cpu_us_per_req=45.6 children=2 children_cpu_ms=3716.0 children_cpu_us_per_req=30.1 peak_rss_mib=25.3 rss_mib=24.0 children_rss_mib=40.2
 note: a note
+`
+	if b.String() != want {
+		t.Errorf("text report:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestReportText_TaskAndWatches pins the text of -init-url, -task and a
+// second -watch.
+func TestReportText_TaskAndWatches(t *testing.T) {
+	rep := &report{
+		Mode: modeTask, Target: "http://127.0.0.1:8081/mcp", InitTarget: "http://127.0.0.1:8080/mcp", Method: "tools/call", Tool: "echo", Sessions: 2, DurationS: 5,
+		Requests: 10, RPS: 2, Task: &taskReport{Tasks: 12, Gets: 30, GetsPerTask: 2.5},
+		Watched:     &watchReport{PID: 1, CPUMs: 10, CPUUsPerReq: 1000},
+		AlsoWatched: []*watchReport{{PID: 2, CPUMs: 5, CPUUsPerReq: 500, Children: 1, ChildrenCPUMs: 1, ChildrenCPUUsPerReq: 100}},
+	}
+	var b bytes.Buffer
+	if err := rep.write(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	want := `mode=task target=http://127.0.0.1:8081/mcp init_target=http://127.0.0.1:8080/mcp method=tools/call tool=echo sessions=2 duration=5.0s
+requests=10 errors=0 rps=2.0
+tasks=12 tasks_get=30 gets_per_task=2.50
+bench_cpu_us_per_req=0.0 bench_cpu_ms=0.0
+watched pid=1 cpu_ms=10.0 cpu_us_per_req=1000.0 children=0 children_cpu_ms=0.0 children_cpu_us_per_req=0.0 peak_rss_mib=0.0 rss_mib=0.0 children_rss_mib=0.0
+watched pid=2 cpu_ms=5.0 cpu_us_per_req=500.0 children=1 children_cpu_ms=1.0 children_cpu_us_per_req=100.0 peak_rss_mib=0.0 rss_mib=0.0 children_rss_mib=0.0
 `
 	if b.String() != want {
 		t.Errorf("text report:\n%s\nwant:\n%s", b.String(), want)

@@ -22,12 +22,12 @@ func runIdle(ctx context.Context, c *config) (*report, error) {
 		w      *watcher
 		before memStatus
 	)
-	if c.watch > 0 {
-		if w, err = newWatcher(c.watch); err != nil {
+	if len(c.watch) > 0 {
+		if w, err = newWatcher(c.watch[0]); err != nil {
 			return nil, err
 		}
 		if before, err = w.memory(); err != nil {
-			return nil, fmt.Errorf("watching process %d: %w", c.watch, err)
+			return nil, fmt.Errorf("watching process %d: %w", c.watch[0], err)
 		}
 	}
 

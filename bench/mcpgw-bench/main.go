@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,10 @@ const (
 	defaultURL = "http://127.0.0.1:8080/mcp"
 	// protocolVersion is the MCP revision the tool asks for.
 	protocolVersion = "2025-11-25"
+	// modernVersion is the MCP revision of -task's sessionless client.
+	modernVersion = "2026-07-28"
+	// tasksExtension is the extension -task declares.
+	tasksExtension = "io.modelcontextprotocol/tasks"
 	// maxMessage bounds one JSON-RPC message the tool reads.
 	maxMessage = 64 << 20
 	// callGrace is how long after the end of the measured period a request
@@ -57,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rep, err = runDirect(ctx, c, stderr)
 	case c.idle > 0:
 		rep, err = runIdle(ctx, c)
+	case c.task:
+		rep, err = runTask(ctx, c)
 	default:
 		rep, err = runHTTP(ctx, c)
 	}
@@ -77,6 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // config is the parsed and checked command line.
 type config struct {
 	url      string
+	initURL  string // -init-url: where sessions are initialized, if not url
 	sessions int
 	duration time.Duration
 	requests int64
@@ -86,9 +94,10 @@ type config struct {
 	payload  int
 	header   http.Header
 	idle     int
-	watch    int
+	watch    []int // -watch, in order
 	json     bool
 	direct   bool
+	task     bool
 	command  []string // the stdio server of -direct
 
 	request requestTemplate // the request every session sends
@@ -98,6 +107,7 @@ type config struct {
 const usageText = `usage:
   mcpgw-bench [flags]                    load the streamable-HTTP MCP endpoint -url
   mcpgw-bench -idle N [flags]            hold N idle sessions open and report the server's RSS per session
+  mcpgw-bench -task [flags]              load -url with hosted tasks of a 2026-07-28 client, each polled to its result
   mcpgw-bench -direct [flags] -- CMD...  spawn the stdio MCP server CMD and load it over its stdin/stdout
 
 The target must be on this machine (loopback). Exit status 1 when a request
@@ -144,7 +154,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil
 	})
 	fs.IntVar(&c.idle, "idle", 0, "idle-sessions mode: open `N` sessions, each with its GET stream, hold them for -duration and report the watched process's RSS per session")
-	fs.IntVar(&c.watch, "watch", 0, "report the CPU time and memory of process `PID` and of its descendants over the measured period (implied for the child with -direct)")
+	fs.StringVar(&c.initURL, "init-url", "", "initialize each session at this `URL` and send the rest to -url (a replica that does not hold the session forwards it); loopback only, as -url")
+	fs.Func("watch", "report the CPU time and memory of process `PID` and of its descendants over the measured period (implied for the child with -direct); repeat it to watch several, each reported", func(s string) error {
+		pid, err := strconv.Atoi(s)
+		if err != nil || pid < 1 {
+			return errors.New("want a process id, a whole number of 1 or more")
+		}
+		c.watch = append(c.watch, pid)
+		return nil
+	})
+	fs.BoolVar(&c.task, "task", false, "each request is a hosted task of a 2026-07-28 client declaring the tasks extension: tools/call, answered with a task, then tasks/get until it is completed")
 	fs.BoolVar(&c.json, "json", false, "print the report as one JSON object instead of text")
 	fs.BoolVar(&c.direct, "direct", false, "spawn the stdio MCP server given after -- and load it over its stdin/stdout")
 	if err := fs.Parse(args); err != nil {
@@ -173,8 +192,8 @@ func (c *config) finish(argsJSON, expect string, expectSet bool, set map[string]
 		bad("-sessions must be at least 1")
 	case c.duration <= 0:
 		bad("-duration must be positive")
-	case c.warmup < 0, c.requests < 0, c.payload < 0, c.idle < 0, c.watch < 0:
-		bad("-warmup, -requests, -payload, -idle and -watch may not be negative")
+	case c.warmup < 0, c.requests < 0, c.payload < 0, c.idle < 0:
+		bad("-warmup, -requests, -payload and -idle may not be negative")
 	case c.method != "tools/call" && c.method != "tools/list":
 		bad("-method must be tools/call or tools/list, not %q", c.method)
 	case c.payload > 0 && (set["args"] || c.method != "tools/call"):
@@ -184,15 +203,30 @@ func (c *config) finish(argsJSON, expect string, expectSet bool, set map[string]
 		switch {
 		case len(c.command) == 0:
 			bad("-direct needs the server's command after --")
-		case c.idle > 0 || c.watch > 0 || len(c.header) > 0 || set["url"]:
-			bad("-direct loads a child over stdio: -url, -header, -idle and -watch do not apply (the child is watched)")
+		case c.idle > 0 || len(c.watch) > 0 || len(c.header) > 0 || set["url"] || set["init-url"]:
+			bad("-direct loads a child over stdio: -url, -init-url, -header, -idle and -watch do not apply (the child is watched)")
 		}
 	} else if len(c.command) > 0 {
 		bad("unexpected arguments %q (a server command needs -direct)", c.command)
 	}
+	switch {
+	case c.task && (c.direct || c.idle > 0):
+		bad("-task goes with neither -direct nor -idle")
+	case c.task && c.method != "tools/call":
+		bad("-task runs tools/call, not -method %s", c.method)
+	case set["init-url"] && (c.task || c.idle > 0):
+		bad("-init-url goes with neither -task (it has no sessions) nor -idle")
+	case c.idle > 0 && len(c.watch) > 1:
+		bad("-idle watches one process, not %d", len(c.watch))
+	}
 	if !c.direct {
-		if err := checkURLShape(c.url); err != nil {
+		if err := checkURLShape("-url", c.url); err != nil {
 			errs = append(errs, err)
+		}
+		if set["init-url"] {
+			if err := checkURLShape("-init-url", c.initURL); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	args, err := c.arguments(argsJSON)
@@ -232,10 +266,15 @@ func (c *config) build(args json.RawMessage, expect string, expectSet bool) (req
 		}
 		return newTemplate(c.method, json.RawMessage(`{}`)), chk
 	}
+	var meta json.RawMessage
+	if c.task {
+		meta = taskMeta
+	}
 	params, _ := json.Marshal(struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
-	}{c.tool, args}) // cannot fail: a string and valid JSON
+		Meta      json.RawMessage `json:"_meta,omitempty"`
+	}{c.tool, args, meta}) // cannot fail: a string and valid JSON
 	switch {
 	case expectSet:
 		if expect != "" {
@@ -254,15 +293,16 @@ func (c *config) build(args json.RawMessage, expect string, expectSet bool) (req
 	return newTemplate(c.method, params), chk
 }
 
-// checkURLShape checks that -url is an absolute http or https URL; where it
-// points is checked when the run starts (checkLoopback).
-func checkURLShape(raw string) error {
+// checkURLShape checks that the URL of the flag name is an absolute http
+// or https URL; where it points is checked when the run starts
+// (checkLoopback).
+func checkURLShape(name, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("-url: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("-url %q is not an http:// or https:// URL", raw)
+		return fmt.Errorf("%s %q is not an http:// or https:// URL", name, raw)
 	}
 	return nil
 }

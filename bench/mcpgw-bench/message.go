@@ -259,14 +259,7 @@ func responseResult(env envelope, id int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: a request or notification where the response was due", errMalformed)
 	}
 	if env.err != nil {
-		var e struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		}
-		if err := json.Unmarshal(env.err, &e); err != nil {
-			return nil, fmt.Errorf("%w: bad error member", errMalformed)
-		}
-		return nil, fmt.Errorf("JSON-RPC error %d: %s", e.Code, truncate(e.Message, 200))
+		return nil, rpcError(env.err)
 	}
 	if got, ok := parseID(env.id); !ok || got != id {
 		return nil, fmt.Errorf("response id %.40s, want %d", env.id, id)
@@ -275,6 +268,19 @@ func responseResult(env envelope, id int64) ([]byte, error) {
 		return nil, errors.New("response without a result")
 	}
 	return env.result, nil
+}
+
+// rpcError describes a JSON-RPC error object: its code and the start of
+// its message.
+func rpcError(raw []byte) error {
+	var e struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return fmt.Errorf("%w: bad error member", errMalformed)
+	}
+	return fmt.Errorf("JSON-RPC error %d: %s", e.Code, truncate(e.Message, 200))
 }
 
 // checker checks the result of each answer. Like parseEnvelope, it reads

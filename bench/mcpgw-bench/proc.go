@@ -169,6 +169,35 @@ func newWatcher(pid int) (*watcher, error) {
 	return w, nil
 }
 
+// watchers are the watchers of -watch, in its order, started and stopped
+// together.
+type watchers []*watcher
+
+// newWatchers returns a watcher of each pid.
+func newWatchers(pids []int) (watchers, error) {
+	ws := make(watchers, 0, len(pids))
+	for _, pid := range pids {
+		w, err := newWatcher(pid)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+func (ws watchers) start() {
+	for _, w := range ws {
+		w.start()
+	}
+}
+
+func (ws watchers) stop() {
+	for _, w := range ws {
+		w.stop()
+	}
+}
+
 // memory returns the watched process's memory now.
 func (w *watcher) memory() (memStatus, error) { return readStatus(w.root, w.pid) }
 

@@ -15,22 +15,24 @@ const (
 	modeHTTP   = "http"
 	modeDirect = "direct"
 	modeIdle   = "idle"
+	modeTask   = "task"
 )
 
 // report is the outcome of one run, printed as text or, with -json, as one
 // JSON object with these snake_case fields. Values are in the unit their
 // name says, rounded to 0.1 (durations in seconds to the millisecond).
 type report struct {
-	Mode      string  `json:"mode"`
-	Target    string  `json:"target"` // the URL, or the command line
-	Method    string  `json:"method,omitempty"`
-	Tool      string  `json:"tool,omitempty"`
-	Payload   int     `json:"payload,omitempty"`
-	Sessions  int     `json:"sessions"`
-	DurationS float64 `json:"duration_s"` // measured, or -idle's hold
-	Requests  int64   `json:"requests"`   // that succeeded
-	Errors    int64   `json:"errors"`
-	RPS       float64 `json:"rps"` // successful requests per second
+	Mode       string  `json:"mode"`
+	Target     string  `json:"target"`                // the URL, or the command line
+	InitTarget string  `json:"init_target,omitempty"` // -init-url
+	Method     string  `json:"method,omitempty"`
+	Tool       string  `json:"tool,omitempty"`
+	Payload    int     `json:"payload,omitempty"`
+	Sessions   int     `json:"sessions"`
+	DurationS  float64 `json:"duration_s"` // measured, or -idle's hold
+	Requests   int64   `json:"requests"`   // that succeeded
+	Errors     int64   `json:"errors"`
+	RPS        float64 `json:"rps"` // successful requests per second
 
 	Latency *latencyReport `json:"latency_us,omitempty"`
 	Tools   *int           `json:"tools,omitempty"` // on the tools/list page
@@ -38,8 +40,12 @@ type report struct {
 	BenchCPUMs       float64 `json:"bench_cpu_ms"`
 	BenchCPUUsPerReq float64 `json:"bench_cpu_us_per_req"`
 
+	Task *taskReport `json:"task,omitempty"` // -task
+
 	Idle    *idleReport  `json:"idle,omitempty"`
-	Watched *watchReport `json:"watched,omitempty"`
+	Watched *watchReport `json:"watched,omitempty"` // the first -watch
+	// AlsoWatched are the processes of the further -watch flags, in order.
+	AlsoWatched []*watchReport `json:"also_watched,omitempty"`
 
 	ErrorSamples []string `json:"error_samples,omitempty"` // the first few
 	Notes        []string `json:"notes,omitempty"`
@@ -65,6 +71,14 @@ type watchReport struct {
 	PeakRSSMiB          float64 `json:"peak_rss_mib"` // VmHWM
 	RSSMiB              float64 `json:"rss_mib"`      // VmRSS
 	ChildrenRSSMiB      float64 `json:"children_rss_mib"`
+}
+
+// taskReport is what -task counted over the whole run, warmup included:
+// the tasks made and the tasks/get sent to see them to their ends.
+type taskReport struct {
+	Tasks       int64   `json:"tasks"`
+	Gets        int64   `json:"gets"`
+	GetsPerTask float64 `json:"gets_per_task"`
 }
 
 // idleReport is what -idle measured. The RSS fields need -watch.
@@ -113,19 +127,32 @@ func newLoadReport(mode, target string, c *config, res loadResult) *report {
 	return r
 }
 
-// addWatched adds what w measured over the run (or why it has nothing) to
-// rep; w may be nil.
-func addWatched(rep *report, w *watcher, res loadResult) {
-	if w == nil || !res.measured {
+// addWatched adds what each watcher measured over the run (or why it has
+// nothing) to rep: the first as Watched, the others as AlsoWatched. Nil
+// watchers are skipped.
+func addWatched(rep *report, res loadResult, ws ...*watcher) {
+	if !res.measured {
 		return
 	}
-	wr, err := w.report(res.ok)
-	if err != nil {
-		rep.Notes = append(rep.Notes, err.Error())
-		return
+	first := true
+	for _, w := range ws {
+		if w == nil {
+			continue
+		}
+		wr, err := w.report(res.ok)
+		switch {
+		case err != nil:
+			rep.Notes = append(rep.Notes, err.Error())
+		case first:
+			rep.Watched = wr
+		default:
+			rep.AlsoWatched = append(rep.AlsoWatched, wr)
+		}
+		if first && err == nil {
+			rep.Notes = append(rep.Notes, tickNote(res.elapsed))
+		}
+		first = false
 	}
-	rep.Watched = wr
-	rep.Notes = append(rep.Notes, tickNote(res.elapsed))
 }
 
 // write prints the report as text or as one JSON object.
@@ -141,6 +168,9 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 
 func (r *report) writeText(b *strings.Builder) {
 	fmt.Fprintf(b, "mode=%s target=%s", r.Mode, quoteIfSpaced(r.Target))
+	if r.InitTarget != "" {
+		fmt.Fprintf(b, " init_target=%s", quoteIfSpaced(r.InitTarget))
+	}
 	if r.Method != "" {
 		fmt.Fprintf(b, " method=%s", r.Method)
 	}
@@ -168,16 +198,21 @@ func (r *report) writeText(b *strings.Builder) {
 		if r.Tools != nil {
 			fmt.Fprintf(b, "tools=%d\n", *r.Tools)
 		}
+		if t := r.Task; t != nil {
+			fmt.Fprintf(b, "tasks=%d tasks_get=%d gets_per_task=%.2f\n", t.Tasks, t.Gets, t.GetsPerTask)
+		}
 		fmt.Fprintf(b, "bench_cpu_us_per_req=%.1f bench_cpu_ms=%.1f\n", r.BenchCPUUsPerReq, r.BenchCPUMs)
 	}
-	switch w := r.Watched; {
-	case w == nil:
-	case r.Idle != nil: // no requests to divide by
-		fmt.Fprintf(b, "watched pid=%d cpu_ms=%.1f children=%d children_cpu_ms=%.1f peak_rss_mib=%.1f rss_mib=%.1f children_rss_mib=%.1f\n",
-			w.PID, w.CPUMs, w.Children, w.ChildrenCPUMs, w.PeakRSSMiB, w.RSSMiB, w.ChildrenRSSMiB)
-	default:
-		fmt.Fprintf(b, "watched pid=%d cpu_ms=%.1f cpu_us_per_req=%.1f children=%d children_cpu_ms=%.1f children_cpu_us_per_req=%.1f peak_rss_mib=%.1f rss_mib=%.1f children_rss_mib=%.1f\n",
-			w.PID, w.CPUMs, w.CPUUsPerReq, w.Children, w.ChildrenCPUMs, w.ChildrenCPUUsPerReq, w.PeakRSSMiB, w.RSSMiB, w.ChildrenRSSMiB)
+	for _, w := range append([]*watchReport{r.Watched}, r.AlsoWatched...) {
+		switch {
+		case w == nil:
+		case r.Idle != nil: // no requests to divide by
+			fmt.Fprintf(b, "watched pid=%d cpu_ms=%.1f children=%d children_cpu_ms=%.1f peak_rss_mib=%.1f rss_mib=%.1f children_rss_mib=%.1f\n",
+				w.PID, w.CPUMs, w.Children, w.ChildrenCPUMs, w.PeakRSSMiB, w.RSSMiB, w.ChildrenRSSMiB)
+		default:
+			fmt.Fprintf(b, "watched pid=%d cpu_ms=%.1f cpu_us_per_req=%.1f children=%d children_cpu_ms=%.1f children_cpu_us_per_req=%.1f peak_rss_mib=%.1f rss_mib=%.1f children_rss_mib=%.1f\n",
+				w.PID, w.CPUMs, w.CPUUsPerReq, w.Children, w.ChildrenCPUMs, w.ChildrenCPUUsPerReq, w.PeakRSSMiB, w.RSSMiB, w.ChildrenRSSMiB)
+		}
 	}
 	for _, e := range r.ErrorSamples {
 		fmt.Fprintf(b, "error: %s\n", e)
@@ -204,6 +239,8 @@ func quoteIfSpaced(s string) string {
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 

@@ -265,17 +265,20 @@ func (c *Cluster) Replicas() []store.Replica {
 func (c *Cluster) peer(ctx context.Context, id string) (store.Replica, bool) {
 	c.mu.Lock()
 	r, ok := c.peers[id]
-	stale := time.Since(c.readAt) >= refreshEvery
+	readAt := c.readAt
 	c.mu.Unlock()
-	if !ok && stale {
+	if !ok && time.Since(readAt) >= refreshEvery {
 		if err := c.read(ctx); err != nil {
 			c.opts.Logger.Warn("reading the replicas failed", "err", err)
 		}
 		c.mu.Lock()
 		r, ok = c.peers[id]
+		readAt = c.readAt
 		c.mu.Unlock()
 	}
-	return r, ok && time.Since(r.SeenAt) < c.opts.Lapse
+	// Alive as of the last read: when the store cannot be read, the
+	// others are not taken for gone (a dead one still refuses the dial).
+	return r, ok && readAt.Sub(r.SeenAt) < c.opts.Lapse
 }
 
 // forwardToken is the payload of HeaderToken.

@@ -308,3 +308,40 @@ func TestForward_NewReplica(t *testing.T) {
 		t.Errorf("forwarding to a replica that joined after the last read: %d", res.StatusCode)
 	}
 }
+
+// TestForward_StoreDown: when the registry cannot be read, the replicas
+// known at the last read are still reached, however long ago it was.
+func TestForward_StoreDown(t *testing.T) {
+	reg := store.NewMemory()
+	newReplica(t, reg, "a", echoHandler(nil))
+	b := newReplica(t, reg, "b", echoHandler(nil))
+	// b's last read, a minute ago; the store has been down since.
+	b.mu.Lock()
+	b.readAt = b.readAt.Add(-time.Minute)
+	for id, r := range b.peers {
+		r.SeenAt = r.SeenAt.Add(-time.Minute)
+		b.peers[id] = r
+	}
+	b.mu.Unlock()
+	b.opts.Registry = downRegistry{}
+	fb := front(t, b.Cluster)
+	req, _ := http.NewRequest(http.MethodPost, fb.URL+"/mcp", strings.NewReader("{}"))
+	req.Header.Set("X-Owner", "a")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("forwarding while the store is down: %d, want a's answer", res.StatusCode)
+	}
+}
+
+// downRegistry is a store that does not answer.
+type downRegistry struct{}
+
+func (downRegistry) PutReplica(context.Context, store.Replica) error { return errors.New("store down") }
+func (downRegistry) ListReplicas(context.Context, time.Time) ([]store.Replica, error) {
+	return nil, errors.New("store down")
+}
+func (downRegistry) DeleteReplica(context.Context, string, time.Time) error { return errors.New("store down") }

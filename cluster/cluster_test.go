@@ -344,4 +344,6 @@ func (downRegistry) PutReplica(context.Context, store.Replica) error { return er
 func (downRegistry) ListReplicas(context.Context, time.Time) ([]store.Replica, error) {
 	return nil, errors.New("store down")
 }
-func (downRegistry) DeleteReplica(context.Context, string, time.Time) error { return errors.New("store down") }
+func (downRegistry) DeleteReplica(context.Context, string, time.Time) error {
+	return errors.New("store down")
+}

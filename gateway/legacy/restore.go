@@ -190,12 +190,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, sid string, bo
 	if h.opts.Cluster == nil || h.held(sid) != nil || h.opts.Cluster.Forwarded(r) {
 		return false
 	}
-	payload, err := h.sealer.Open(sid)
-	if err != nil {
-		return false
-	}
-	var tok token
-	if json.Unmarshal(payload, &tok) != nil || tok.Replica == h.opts.Replica || tok.Principal != h.principal(r) {
+	tok, ok := h.openToken(sid)
+	if !ok || tok.Replica == h.opts.Replica || tok.Principal != h.principal(r) {
 		return false
 	}
 	h.logger.Debug("forwarding a session's request to its replica", "session_id", hex.EncodeToString(tok.Nonce), "replica", tok.Replica, "method", r.Method)
@@ -206,17 +202,27 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, sid string, bo
 	return true
 }
 
+// openToken opens the session id sid: false when it was not sealed here
+// (by this cluster's secret) as a session id.
+func (h *Handler) openToken(sid string) (token, bool) {
+	payload, err := h.sealer.Open(sid)
+	if err != nil {
+		return token{}, false
+	}
+	var tok token
+	if json.Unmarshal(payload, &tok) != nil || len(tok.Nonce) != nonceLen {
+		return token{}, false
+	}
+	return tok, true
+}
+
 // storedKey opens the session id sid of a request for a session this
 // process does not hold, and returns the short id of the session the
 // store may keep for the request's principal. ok is false when there is
 // no store, the seal does not open, or the id is another principal's.
 func (h *Handler) storedKey(r *http.Request, sid string) (key, principal string, ok bool) {
-	payload, err := h.sealer.Open(sid)
-	if err != nil {
-		return "", "", false
-	}
-	var tok token
-	if json.Unmarshal(payload, &tok) != nil || len(tok.Nonce) != nonceLen {
+	tok, ok := h.openToken(sid)
+	if !ok {
 		return "", "", false
 	}
 	if h.opts.Store == nil || (h.opts.Cluster != nil && tok.Replica != h.opts.Replica) {

@@ -59,3 +59,17 @@ start_http_server() {
   shift
   start_listener "$bin" -http 127.0.0.1:@port "$@"
 }
+
+# wait_gateway PORT LOG: waits until the mcpgw on PORT is ready and its
+# servers run; otherwise prints its LOG and fails.
+wait_gateway() {
+  wait_port "$1"
+  for _ in $(seq 1 400); do
+    [ "$(curl -s "http://127.0.0.1:$1/readyz" | jq -r .status 2>/dev/null)" = ready ] &&
+      curl -s "http://127.0.0.1:$1/metrics" | grep -q 'mcpgw_upstream_state{.*mcpgw_state="running"' && return 0
+    sleep 0.05
+  done
+  echo "mcpgw on port $1 did not get ready; its log:" >&2
+  cat "$2" >&2
+  return 1
+}

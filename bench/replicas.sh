@@ -94,15 +94,7 @@ start_gateway() {
   gw_pid=$!
   pids+=("$gw_pid")
   gw_url=http://127.0.0.1:$port/mcp
-  wait_port "$port"
-  for _ in $(seq 1 400); do
-    [ "$(curl -s "http://127.0.0.1:$port/readyz" | jq -r .status 2>/dev/null)" = ready ] &&
-      curl -s "http://127.0.0.1:$port/metrics" | grep -q 'mcpgw_upstream_state{.*mcpgw_state="running"' && return 0
-    sleep 0.05
-  done
-  echo "mcpgw $1 on port $port did not get ready; its log:" >&2
-  cat "$dir/log" >&2
-  return 1
+  wait_gateway "$port" "$dir/log"
 }
 
 # run CASE ARGS...: one run of the load tool; its JSON report, tagged with

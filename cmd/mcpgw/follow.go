@@ -58,7 +58,9 @@ func (r *reloader) follow(ctx context.Context) {
 	wake := make(chan struct{}, 1)
 	if w, ok := r.db.(serverWatcher); ok {
 		every = followSafety
-		go r.watch(ctx, w, wake)
+		watched := make(chan struct{})
+		go func() { r.watch(ctx, w, wake); close(watched) }()
+		defer func() { <-watched }() // its connection closed before the store is
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -92,10 +92,15 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 
 	r := &reloader{path: path, lookup: lookupEnv, mgr: p.mgr, db: p.db, adm: p.adm, core: p.core, logger: logger, cfg: cfg}
 	p.adm.SetReloader(r.reload)
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	followed := make(chan struct{})
 	if cfg.Cluster.Enabled {
 		// The other replicas' admin changes reach this one through the
-		// store.
-		go r.follow(ctx)
+		// store, until the shutdown begins.
+		go func() { r.follow(followCtx); close(followed) }()
+	} else {
+		close(followed)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -138,6 +143,10 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer, lookupEnv fu
 	case err := <-serveErr:
 		logger.Error("HTTP server stopped", "err", err)
 	}
+
+	// No admin change of another replica is applied while this one stops.
+	stopFollowing()
+	<-followed
 
 	// Load balancers learn from /readyz to stop sending before anything
 	// stops; the main listener serves it until the drain is over.

@@ -249,9 +249,12 @@ func (p *Postgres) PutServer(ctx context.Context, srv Server) (created bool, err
 	// One statement, so atomic against every other replica: the update
 	// keeps created_at, and xmax is 0 only in a row this statement
 	// inserted (an updated row carries the updating transaction's id).
+	// Clocks are read before the statement, so a put that read its clock
+	// first may land after another replica's insert: updated_at is never
+	// set before created_at (the text sorts as the time does).
 	err = p.pool.QueryRow(ctx, `INSERT INTO servers (`+serverColumns+`) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (name) DO UPDATE SET source = excluded.source, entry = excluded.entry,
-			enabled = excluded.enabled, updated_at = excluded.updated_at
+			enabled = excluded.enabled, updated_at = GREATEST(excluded.updated_at, servers.created_at)
 		RETURNING xmax = 0`,
 		srv.Name, srv.Source, jsonBytes(srv.Entry), srv.Enabled, formatTime(srv.CreatedAt), formatTime(now)).Scan(&created)
 	if err != nil {

@@ -700,6 +700,10 @@ type Server struct {
 	// does not know (custom event/* pushes) to every session's GET stream.
 	// Default false: they are only kept in the event store.
 	ForwardNotifications bool `yaml:"forward_notifications"`
+	// OAuth makes the gateway an OAuth client of this http or sse server
+	// (see ServerOAuth). Default none: api_key and headers are its
+	// credentials.
+	OAuth *ServerOAuth `yaml:"oauth"`
 }
 
 // Protocol eras of a server (Server.Protocol).

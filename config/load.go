@@ -298,10 +298,13 @@ func DefaultServer() Server {
 
 // setDefaults fills the server keys whose zero value, written in the file,
 // means the default: protocol "" (ProtocolAuto), session_mode ""
-// (SessionShared) and restart.max_attempts 0 (DefaultRestartAttempts).
+// (SessionShared, or SessionPerPrincipal for a per-user oauth grant) and restart.max_attempts 0 (DefaultRestartAttempts).
 func (s *Server) setDefaults() {
 	if s.Protocol == "" {
 		s.Protocol = ProtocolAuto
+	}
+	if s.SessionMode == "" && s.PerUser() {
+		s.SessionMode = SessionPerPrincipal
 	}
 	if s.SessionMode == "" {
 		s.SessionMode = SessionShared
@@ -646,6 +649,7 @@ func ParseServer(data []byte, global Naming, lookupEnv func(string) (string, boo
 // not Fatal.
 func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv func(string) (string, bool)) (Server, Problems) {
 	s := DefaultServer()
+	s.SessionMode = "" // setDefaults fills it, knowing the grant
 	base := serverPath(i, "")
 	sd := &decoder{budget: d.budget, pos: d.pos}
 	if n = resolve(n); isNull(n) {
@@ -681,6 +685,9 @@ func (d *decoder) decodeServer(n *yaml.Node, i int, global Naming, lookupEnv fun
 	}
 	expand(join(path, "url"), &s.URL)
 	expand(join(path, "api_key"), &s.APIKey)
+	if s.OAuth != nil {
+		expand(join(join(path, "oauth"), "client_secret"), &s.OAuth.ClientSecret)
+	}
 	for _, m := range []struct {
 		key string
 		m   map[string]string

@@ -35,6 +35,26 @@ func TestParseServer(t *testing.T) {
 		{"not an object", `["a"]`, nil, []string{": must be a mapping"}},
 		{"empty", ``, nil, []string{": empty entry"}},
 		{"syntax", `{"name":`, nil, []string{": "}},
+		{"oauth, empty: discover everything, per principal", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{}}`,
+			func(s *Server) bool {
+				return s.OAuth != nil && s.GrantOf() == GrantAuthorizationCode && s.PerUser() && s.SessionMode == SessionPerPrincipal
+			}, nil},
+		{"oauth, client credentials, secret expanded", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{"grant":"client_credentials","client_id":"c","client_secret":"${MCPGW_UPSTREAM_TOKEN}","scopes":["a","b"]}}`,
+			func(s *Server) bool {
+				return s.OAuth.ClientSecret == "tok" && !s.PerUser() && s.SessionMode == SessionShared && len(s.OAuth.Scopes) == 2
+			}, nil},
+		{"no oauth", `{"name":"gh","transport":"http","url":"https://e/mcp"}`,
+			func(s *Server) bool { return s.OAuth == nil && s.GrantOf() == "" && !s.PerUser() }, nil},
+		{"oauth on stdio", `{"name":"gh","transport":"stdio","command":"x","oauth":{}}`, nil, []string{"oauth: is for http and sse servers"}},
+		{"oauth and api_key", `{"name":"gh","transport":"http","url":"https://e/mcp","api_key":"k","oauth":{}}`, nil, []string{"api_key: conflicts with oauth"}},
+		{"oauth and an Authorization header", `{"name":"gh","transport":"http","url":"https://e/mcp","headers":{"authorization":"x"},"oauth":{}}`, nil, []string{"headers.authorization: conflicts with oauth"}},
+		{"oauth, bad grant", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{"grant":"password"}}`, nil, []string{`oauth.grant: "password" is not one of`}},
+		{"oauth, secret without id", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{"client_secret":"s"}}`, nil, []string{"oauth.client_secret: needs client_id"}},
+		{"oauth, client credentials without id", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{"grant":"client_credentials"}}`, nil, []string{"oauth.client_id: missing"}},
+		{"oauth, metadata URL over http", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{"client_metadata_url":"http://e.com/c.json"}}`, nil, []string{"oauth.client_metadata_url: must be an https URL"}},
+		{"oauth, metadata URL without path", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{"client_metadata_url":"https://e.com"}}`, nil, []string{"oauth.client_metadata_url: needs a path"}},
+		{"oauth, bad scope", `{"name":"gh","transport":"http","url":"https://e/mcp","oauth":{"scopes":["a b"]}}`, nil, []string{`oauth.scopes[0]: "a b" is not a scope`}},
+		{"oauth, shared session", `{"name":"gh","transport":"http","url":"https://e/mcp","session_mode":"shared","oauth":{}}`, nil, []string{"session_mode: must be per_principal"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

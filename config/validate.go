@@ -236,6 +236,7 @@ func (c *Config) validateGateway() Problems {
 		add("listen", `%q is not host:port, like "127.0.0.1:8080" or ":8080"`, c.Listen)
 	}
 	c.validateCluster(add)
+	c.checkOAuthPublicURL(add)
 	if c.PublicURL != "" || listenOK { // else public_url has no default and listen's problem says why
 		if msg := checkPublicURL(c.PublicURL); msg != "" {
 			add("public_url", "%s", msg)
@@ -703,6 +704,7 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 		// used by one principal: there is no sharing to declare.
 		add("single_user", "only goes with session_mode %s: a %s server never shares an upstream session between users", SessionShared, m)
 	}
+	validateOAuth(s, path, addAt)
 	pool := join(path, "pool")
 	if s.Pool.Max < 1 || s.Pool.Max > maxPoolMax {
 		addAt(join(pool, "max"), "must be from 1 to %d", maxPoolMax)

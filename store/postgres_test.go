@@ -436,6 +436,11 @@ func TestPostgres_UsesIndexes(t *testing.T) {
 		{`SELECT id FROM tasks WHERE owner = $1 AND id > $2 ORDER BY id`, []any{"o", ""}, "tasks_owner_id"},
 		{`SELECT seq FROM events WHERE seq > $1 AND server = $2 ORDER BY seq`, []any{0, "a"}, "events_server_seq"},
 		{`SELECT seq FROM events WHERE seq > $1 AND method = $2 ORDER BY seq`, []any{0, "m"}, "events_method_seq"},
+		// The primary keys lead with server: every OAuth lookup, count,
+		// listing and delete of a server uses them.
+		{`SELECT principal FROM oauth_tokens WHERE server = $1 AND principal <> '' ORDER BY principal`, []any{"a"}, "oauth_tokens_pkey"},
+		{`DELETE FROM oauth_tokens WHERE server = $1`, []any{"a"}, "oauth_tokens_pkey"},
+		{`DELETE FROM oauth_clients WHERE server = $1`, []any{"a"}, "oauth_clients_pkey"},
 	}
 	for _, tt := range tests {
 		rows, err := conn.Query(ctx, `EXPLAIN `+tt.query, tt.args...)

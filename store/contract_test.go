@@ -28,6 +28,7 @@ type (
 		eventStore
 		sessionStore
 		replicaStore
+		oauthStore
 	}
 )
 

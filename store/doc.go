@@ -2,9 +2,12 @@
 // process: task records, the admin API's server records (the
 // servers registered through it, and its enabled overrides of the config
 // file's servers), the gateway's events (the server notifications of
-// GET /admin/events, the newest MaxEvents) and the legacy edge's sessions
-// (so that a restarted gateway serves them); other admin state comes in
-// later migrations.
+// GET /admin/events, the newest MaxEvents), the legacy edge's sessions
+// (so that a restarted gateway serves them) and the OAuth client's records:
+// each principal's tokens at each upstream server and the client
+// registrations the gateway made at authorization servers (oauth.go),
+// sealed by the caller, so the store keeps their bytes and never reads
+// them; other admin state comes in later migrations.
 //
 // The default is one SQLite file under data_dir (DESIGN decision 10), through
 // the pure-Go driver modernc.org/sqlite, so the binary needs no cgo. Replicas
@@ -23,10 +26,12 @@
 //	PutServer, DeleteServer,
 //	AddEvent, AddRepeat,
 //	PutSession, TouchSessions,
-//	DeleteSessions, ...          ──► writer: 1 connection, BEGIN IMMEDIATE
+//	DeleteSessions, PutOAuthToken,
+//	DeleteOAuthTokens, ...       ──► writer: 1 connection, BEGIN IMMEDIATE
 //	GetTask, ListTasks, ...,
 //	GetServer, ListServers,
-//	ListEvents, GetSession       ──► readers: a few query_only connections
+//	ListEvents, GetSession,
+//	GetOAuthToken, ...           ──► readers: a few query_only connections
 //
 // WAL lets readers run beside the one writer, and a single writer
 // connection means the process's own writes queue in database/sql rather
@@ -47,12 +52,13 @@
 // Times are stored as UTC RFC 3339 text with nine fraction digits, which
 // keeps nanoseconds and sorts as text; durations as whole milliseconds (the
 // unit MCP uses for ttl and pollInterval); JSON as TEXT, kept byte for
-// byte; booleans as 0 or 1.
+// byte; booleans as 0 or 1; sealed OAuth data as a BLOB.
 //
 // Errors name the operation that failed but never a task's id (it may be a
 // capability a client presents) or its result (it may hold user data). They
 // do name a server (its name is not secret) but never show its entry, a
-// definition that may hold credentials, nor an event's params.
+// definition that may hold credentials, nor an event's params, nor an OAuth
+// record's principal or data.
 //
 // # PostgreSQL
 //

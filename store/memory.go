@@ -12,10 +12,9 @@ import (
 	"time"
 )
 
-// Memory keeps task, server, event and session records in memory, with the same
-// behaviour as SQLite but nothing survives the process. The gateway uses it
-// when no database is configured (embedding, tests). It is safe for
-// concurrent use.
+// Memory keeps the store's records in memory, with the same behaviour as
+// SQLite but nothing survives the process. The gateway uses it when no
+// database is configured (embedding, tests). It is safe for concurrent use.
 type Memory struct {
 	mu       sync.Mutex
 	tasks    map[string]Task
@@ -27,6 +26,10 @@ type Memory struct {
 	now      func() time.Time
 
 	media map[string]Media // by ID; nil until the first PutMedia
+
+	// nil until the first put of each
+	oauthTokens  map[oauthKey]OAuthToken
+	oauthClients map[oauthKey]OAuthClient
 }
 
 // NewMemory returns an empty Memory store.
@@ -319,4 +322,180 @@ func (m *Memory) ListEvents(ctx context.Context, server, method string, after ui
 		out = append(out, normalizeEvent(ev))
 	}
 	return out, nil
+}
+
+// oauthKey is the key of an OAuth record in Memory: a server and a
+// principal (tokens) or an issuer (registrations).
+type oauthKey struct{ server, sub string }
+
+// GetOAuthToken is SQLite's GetOAuthToken in memory.
+func (m *Memory) GetOAuthToken(ctx context.Context, server, principal string) (OAuthToken, error) {
+	op := oauthOp("getting oauth token", server)
+	if err := checkTokenKey(server, principal); err != nil {
+		return OAuthToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return OAuthToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.oauthTokens[oauthKey{server, principal}]
+	if !ok {
+		return OAuthToken{}, fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	t.Data = slices.Clone(t.Data)
+	return t, nil
+}
+
+// PutOAuthToken is SQLite's PutOAuthToken in memory.
+func (m *Memory) PutOAuthToken(ctx context.Context, t OAuthToken) error {
+	op := oauthOp("putting oauth token", t.Server)
+	if err := checkOAuthToken(t); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.oauthTokens == nil {
+		m.oauthTokens = map[oauthKey]OAuthToken{}
+	}
+	t.Data, t.UpdatedAt = slices.Clone(t.Data), m.now().UTC()
+	m.oauthTokens[oauthKey{t.Server, t.Principal}] = t
+	return nil
+}
+
+// DeleteOAuthToken is SQLite's DeleteOAuthToken in memory.
+func (m *Memory) DeleteOAuthToken(ctx context.Context, server, principal string) error {
+	op := oauthOp("deleting oauth token", server)
+	if err := checkTokenKey(server, principal); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := oauthKey{server, principal}
+	if _, ok := m.oauthTokens[k]; !ok {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	delete(m.oauthTokens, k)
+	return nil
+}
+
+// DeleteOAuthTokens is SQLite's DeleteOAuthTokens in memory.
+func (m *Memory) DeleteOAuthTokens(ctx context.Context, server string) (int, error) {
+	op := oauthOp("deleting oauth tokens", server)
+	if err := checkOAuthServer(server); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k := range m.oauthTokens {
+		if k.server == server {
+			delete(m.oauthTokens, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// CountOAuthTokens is SQLite's CountOAuthTokens in memory.
+func (m *Memory) CountOAuthTokens(ctx context.Context, server string) (int, error) {
+	ps, err := m.oauthPrincipals(ctx, "counting oauth tokens", server)
+	return len(ps), err
+}
+
+// ListOAuthPrincipals is SQLite's ListOAuthPrincipals in memory.
+func (m *Memory) ListOAuthPrincipals(ctx context.Context, server string) ([]string, error) {
+	ps, err := m.oauthPrincipals(ctx, "listing oauth principals", server)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ps)
+	return ps, nil
+}
+
+// oauthPrincipals returns the principals other than "" that hold a token
+// for server, in no order; nil if none.
+func (m *Memory) oauthPrincipals(ctx context.Context, op, server string) ([]string, error) {
+	op = oauthOp(op, server)
+	if err := checkOAuthServer(server); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps []string
+	for k := range m.oauthTokens {
+		if k.server == server && k.sub != "" {
+			ps = append(ps, k.sub)
+		}
+	}
+	return ps, nil
+}
+
+// GetOAuthClient is SQLite's GetOAuthClient in memory.
+func (m *Memory) GetOAuthClient(ctx context.Context, server, issuer string) (OAuthClient, error) {
+	op := oauthOp("getting oauth client", server)
+	if err := checkClientKey(server, issuer); err != nil {
+		return OAuthClient{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return OAuthClient{}, fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.oauthClients[oauthKey{server, issuer}]
+	if !ok {
+		return OAuthClient{}, fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	c.Data = slices.Clone(c.Data)
+	return c, nil
+}
+
+// PutOAuthClient is SQLite's PutOAuthClient in memory.
+func (m *Memory) PutOAuthClient(ctx context.Context, c OAuthClient) error {
+	op := oauthOp("putting oauth client", c.Server)
+	if err := checkOAuthClient(c); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.oauthClients == nil {
+		m.oauthClients = map[oauthKey]OAuthClient{}
+	}
+	c.Data, c.UpdatedAt = slices.Clone(c.Data), m.now().UTC()
+	m.oauthClients[oauthKey{c.Server, c.Issuer}] = c
+	return nil
+}
+
+// DeleteOAuthClients is SQLite's DeleteOAuthClients in memory.
+func (m *Memory) DeleteOAuthClients(ctx context.Context, server string) error {
+	op := oauthOp("deleting oauth clients", server)
+	if err := checkOAuthServer(server); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.oauthClients {
+		if k.server == server {
+			delete(m.oauthClients, k)
+		}
+	}
+	return nil
 }

@@ -120,6 +120,30 @@ CREATE TABLE replicas (
 -- holds the blobs that its replicas share.
 SELECT 1;
 `},
+	{name: "oauth", sql: `
+-- The OAuth client's records (oauth.go): each principal's tokens at each
+-- server (principal '' is the gateway's own), and the client registration
+-- the gateway made at each authorization server (by issuer) for a server.
+-- data is sealed by the caller; the store never reads it. Neither table
+-- refers to servers: a server of the config file has no row there, and
+-- deleting a server's row must not take its users' tokens with it. The
+-- primary keys serve every lookup, count and delete (by server first).
+CREATE TABLE oauth_tokens (
+	server     TEXT NOT NULL CHECK (server <> ''),
+	principal  TEXT NOT NULL,
+	data       BLOB NOT NULL CHECK (length(data) BETWEEN 1 AND 65536),
+	updated_at TEXT NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	PRIMARY KEY (server, principal)
+) STRICT;
+
+CREATE TABLE oauth_clients (
+	server     TEXT NOT NULL CHECK (server <> ''),
+	issuer     TEXT NOT NULL CHECK (issuer <> ''),
+	data       BLOB NOT NULL CHECK (length(data) BETWEEN 1 AND 65536),
+	updated_at TEXT NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	PRIMARY KEY (server, issuer)
+) STRICT;
+`},
 }
 
 const createMigrationsTable = `

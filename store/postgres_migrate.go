@@ -140,6 +140,25 @@ CREATE TABLE media_totals (
 );
 INSERT INTO media_totals (one, files, bytes) VALUES (true, 0, 0);
 `},
+	{name: "oauth", sql: `
+-- The OAuth client's records (oauth.go); see SQLite's migration 7. No
+-- foreign key to servers: config-file servers have no row there.
+CREATE TABLE oauth_tokens (
+	server     text  COLLATE "C" NOT NULL CHECK (server <> ''),
+	principal  text  COLLATE "C" NOT NULL,
+	data       bytea NOT NULL CHECK (octet_length(data) BETWEEN 1 AND 65536),
+	updated_at text  COLLATE "C" NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	PRIMARY KEY (server, principal)
+);
+
+CREATE TABLE oauth_clients (
+	server     text  COLLATE "C" NOT NULL CHECK (server <> ''),
+	issuer     text  COLLATE "C" NOT NULL CHECK (issuer <> ''),
+	data       bytea NOT NULL CHECK (octet_length(data) BETWEEN 1 AND 65536),
+	updated_at text  COLLATE "C" NOT NULL, -- UTC, RFC 3339, 9 fraction digits
+	PRIMARY KEY (server, issuer)
+);
+`},
 }
 
 // Advisory lock keys, in the database's own space: the migration lock

@@ -602,3 +602,155 @@ func pgScanSession(row pgx.Row) (Session, error) {
 	sess.Capabilities, sess.ClientInfo = rawJSON(caps), rawJSON(info)
 	return sess, nil
 }
+
+// GetOAuthToken returns principal's token for server, or ErrNotFound.
+func (p *Postgres) GetOAuthToken(ctx context.Context, server, principal string) (OAuthToken, error) {
+	op := oauthOp("getting oauth token", server)
+	if err := checkTokenKey(server, principal); err != nil {
+		return OAuthToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	t := OAuthToken{Server: server, Principal: principal}
+	var updated string
+	err := p.pool.QueryRow(ctx, `SELECT data, updated_at FROM oauth_tokens WHERE server = $1 AND principal = $2`,
+		server, principal).Scan(&t.Data, &updated)
+	if isNoRows(err) {
+		return OAuthToken{}, fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	if err == nil {
+		t.UpdatedAt, err = parseUpdatedAt(updated)
+	}
+	if err != nil {
+		return OAuthToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return t, nil
+}
+
+// PutOAuthToken stores t, replacing the token of the same server and
+// principal, in one statement: of two replicas putting at once, one wins
+// whole.
+func (p *Postgres) PutOAuthToken(ctx context.Context, t OAuthToken) error {
+	op := oauthOp("putting oauth token", t.Server)
+	if err := checkOAuthToken(t); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO oauth_tokens (server, principal, data, updated_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (server, principal) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at`,
+		t.Server, t.Principal, t.Data, formatTime(p.now()))
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// DeleteOAuthToken deletes principal's token for server, or returns
+// ErrNotFound if there is none.
+func (p *Postgres) DeleteOAuthToken(ctx context.Context, server, principal string) error {
+	op := oauthOp("deleting oauth token", server)
+	if err := checkTokenKey(server, principal); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	tag, err := p.pool.Exec(ctx, `DELETE FROM oauth_tokens WHERE server = $1 AND principal = $2`, server, principal)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteOAuthTokens deletes all of server's tokens, the gateway's own
+// among them, in one statement, and returns how many.
+func (p *Postgres) DeleteOAuthTokens(ctx context.Context, server string) (int, error) {
+	op := oauthOp("deleting oauth tokens", server)
+	if err := checkOAuthServer(server); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	tag, err := p.pool.Exec(ctx, `DELETE FROM oauth_tokens WHERE server = $1`, server)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// CountOAuthTokens returns how many principals hold a token for server;
+// the gateway's own (principal "") is not counted.
+func (p *Postgres) CountOAuthTokens(ctx context.Context, server string) (int, error) {
+	op := oauthOp("counting oauth tokens", server)
+	if err := checkOAuthServer(server); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	var n int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM oauth_tokens WHERE server = $1 AND principal <> ''`,
+		server).Scan(&n); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	return n, nil
+}
+
+// ListOAuthPrincipals returns the principals that hold a token for server,
+// in byte order (the column is COLLATE "C"), without the gateway's own.
+func (p *Postgres) ListOAuthPrincipals(ctx context.Context, server string) ([]string, error) {
+	op := oauthOp("listing oauth principals", server)
+	if err := checkOAuthServer(server); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	out, err := pgQueryAll(ctx, p, func(row pgx.Row) (string, error) { return scanString(row) },
+		`SELECT principal FROM oauth_tokens WHERE server = $1 AND principal <> '' ORDER BY principal`, server)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+// GetOAuthClient returns the gateway's registration at issuer for server,
+// or ErrNotFound.
+func (p *Postgres) GetOAuthClient(ctx context.Context, server, issuer string) (OAuthClient, error) {
+	op := oauthOp("getting oauth client", server)
+	if err := checkClientKey(server, issuer); err != nil {
+		return OAuthClient{}, fmt.Errorf("%s: %w", op, err)
+	}
+	c := OAuthClient{Server: server, Issuer: issuer}
+	var updated string
+	err := p.pool.QueryRow(ctx, `SELECT data, updated_at FROM oauth_clients WHERE server = $1 AND issuer = $2`,
+		server, issuer).Scan(&c.Data, &updated)
+	if isNoRows(err) {
+		return OAuthClient{}, fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	if err == nil {
+		c.UpdatedAt, err = parseUpdatedAt(updated)
+	}
+	if err != nil {
+		return OAuthClient{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return c, nil
+}
+
+// PutOAuthClient stores c, replacing the registration of the same server
+// and issuer, in one statement.
+func (p *Postgres) PutOAuthClient(ctx context.Context, c OAuthClient) error {
+	op := oauthOp("putting oauth client", c.Server)
+	if err := checkOAuthClient(c); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO oauth_clients (server, issuer, data, updated_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (server, issuer) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at`,
+		c.Server, c.Issuer, c.Data, formatTime(p.now()))
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// DeleteOAuthClients deletes all of server's registrations. A server with
+// none is no error.
+func (p *Postgres) DeleteOAuthClients(ctx context.Context, server string) error {
+	op := oauthOp("deleting oauth clients", server)
+	if err := checkOAuthServer(server); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if _, err := p.pool.Exec(ctx, `DELETE FROM oauth_clients WHERE server = $1`, server); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}

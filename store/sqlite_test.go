@@ -31,7 +31,7 @@ func openTest(t testing.TB) *SQLite {
 }
 
 // shipped is what appliedVersions lists for a database this binary made.
-var shipped = []string{"1 tasks", "2 servers", "3 events", "4 sessions", "5 replicas", "6 media"}
+var shipped = []string{"1 tasks", "2 servers", "3 events", "4 sessions", "5 replicas", "6 media", "7 oauth"}
 
 // appliedVersions lists schema_migrations' versions and names.
 func appliedVersions(t *testing.T, db *sql.DB) []string {
@@ -232,22 +232,22 @@ func TestMigrate(t *testing.T) {
 	)
 	s, err = open(ctx, path, next)
 	if err != nil {
-		t.Fatalf("migrating to 8: %v", err)
+		t.Fatalf("migrating to %d: %v", len(next), err)
 	}
-	if diff := cmp.Diff(append(slices.Clone(shipped), "7 widgets", "8 gadgets"), appliedVersions(t, s.w)); diff != "" {
-		t.Errorf("after migrating to 8: versions (-want +got):\n%s", diff)
+	if diff := cmp.Diff(append(slices.Clone(shipped), fmt.Sprint(len(shipped)+1, " widgets"), fmt.Sprint(len(next), " gadgets")), appliedVersions(t, s.w)); diff != "" {
+		t.Errorf("after migrating to %d: versions (-want +got):\n%s", len(next), diff)
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO widgets (id) VALUES ('w')`); err != nil {
-		t.Errorf("migration 7's table: %v", err)
+		t.Errorf("migration %d's table: %v", len(shipped)+1, err)
 	}
 	s.Close()
 
 	// This binary refuses the database from the future, naming both versions.
 	_, err = Open(ctx, path)
 	if err == nil {
-		t.Fatal("Open of a database at version 8 succeeded")
+		t.Fatalf("Open of a database at version %d succeeded", len(next))
 	}
-	for _, want := range []string{path, "schema version 8", "(version 6)"} {
+	for _, want := range []string{path, fmt.Sprint("schema version ", len(next)), fmt.Sprintf("(version %d)", len(shipped))} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

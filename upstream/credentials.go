@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"maps"
+	"net/http"
 
 	"github.com/mcpgw/mcpgw/config"
 )
@@ -15,6 +16,10 @@ type Credentials struct {
 	APIKey  string
 	Headers map[string]string
 	Env     map[string]string
+	// Transport, if not nil, wraps the HTTP transport of the client's
+	// requests (http and sse): an OAuth client adds the caller's token
+	// there, and answers the server's 401 and 403 itself.
+	Transport func(http.RoundTripper) http.RoundTripper
 }
 
 // CredentialProvider gives each upstream client its credentials (DESIGN

@@ -511,7 +511,12 @@ type UnavailableError struct {
 	Server string
 	State  State
 	Err    string // the server's last error, if any
+	// Cause is the error behind Err when the caller's own upstream
+	// session failed to connect (a pooled one), for errors.As.
+	Cause error
 }
+
+func (e *UnavailableError) Unwrap() error { return e.Cause }
 
 func (e *UnavailableError) Error() string {
 	if e.Err != "" {

@@ -195,7 +195,7 @@ func (m *Manager) acquire(ctx context.Context, e *entry, pl *pool, who Caller, c
 		if uerr := m.stoppedErr(e); uerr != nil {
 			return nil, uerr
 		}
-		return nil, &UnavailableError{Server: e.cfg.Name, State: StateFailed, Err: p.err.Error()}
+		return nil, &UnavailableError{Server: e.cfg.Name, State: StateFailed, Err: p.err.Error(), Cause: p.err}
 	}
 	return p, nil
 }

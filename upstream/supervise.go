@@ -176,7 +176,7 @@ func (m *Manager) runOnce(e *entry, seed *Client) (c *Client, connected bool, wa
 		if err = c.Connect(ctx); err == nil {
 			connected = true
 			managerLevel = m.restore(ctx, e, c, cl, seed)
-			if lists, err = readLists(ctx, c, allKinds); err != nil {
+			if lists, err = readLists(ctx, c, allKinds, e.cfg.PerUser()); err != nil {
 				m.closeNow(c)
 			}
 		}
@@ -313,13 +313,23 @@ func (m *Manager) dial(ctx context.Context, e *entry, who Caller, label string, 
 	if mirror != nil {
 		caps, protocol = mirror, config.ProtocolLegacy
 	}
+	hc := m.opts.HTTPClient
+	if cr.Transport != nil {
+		base := hc
+		if base == nil {
+			base = defaultHTTPClient
+		}
+		wrapped := *base
+		wrapped.Transport = cr.Transport(base.Transport)
+		hc = &wrapped
+	}
 	c, err := m.opts.newClient(withCredentials(e.cfg, cr), ClientOptions{
 		Name:            name,
 		Logger:          m.logger,
 		ClientInfo:      m.opts.ClientInfo,
 		Capabilities:    caps,
 		MaxMessageBytes: m.opts.MaxMessageBytes,
-		HTTPClient:      m.opts.HTTPClient,
+		HTTPClient:      hc,
 		StopGrace:       m.opts.StopGrace,
 		OnNotification:  func(n *jsonrpc.Message) { m.onNotification(e, who, n) },
 		OnRequest:       m.requestHandler(e, who),
@@ -499,7 +509,7 @@ func (m *Manager) refresh(e *entry, kind listKind) {
 			break
 		}
 		ctx, cancel := context.WithTimeout(e.ctx, m.opts.StartTimeout)
-		lists, err := readLists(ctx, c, map[listKind]bool{kind: true})
+		lists, err := readLists(ctx, c, map[listKind]bool{kind: true}, e.cfg.PerUser())
 		cancel()
 		m.mu.Lock()
 		if e.client == c {
@@ -540,7 +550,7 @@ type serverLists struct {
 // that cannot be read is an error; the other lists are optional features,
 // so their errors only leave them empty (and are reported in
 // Status.Problems).
-func readLists(ctx context.Context, c *Client, kinds map[listKind]bool) (serverLists, error) {
+func readLists(ctx context.Context, c *Client, kinds map[listKind]bool, perUser bool) (serverLists, error) {
 	l := serverLists{read: map[listKind]bool{}, errs: map[listKind]string{}}
 	init := c.Initialized()
 	has := func(capability string) bool {
@@ -574,8 +584,13 @@ func readLists(ctx context.Context, c *Client, kinds map[listKind]bool) (serverL
 		if has("resources") {
 			var errs []error
 			var err error
-			if l.resources, err = c.ListResources(ctx); err != nil {
-				errs = append(errs, err)
+			// A per-user server's resources are one account's data
+			// (its documents, say): they are read by URI, never listed
+			// to everyone from the account the gateway lists with.
+			if !perUser {
+				if l.resources, err = c.ListResources(ctx); err != nil {
+					errs = append(errs, err)
+				}
 			}
 			if l.templates, err = c.ListResourceTemplates(ctx); err != nil {
 				errs = append(errs, err)

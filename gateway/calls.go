@@ -27,6 +27,13 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if !s.acl.allows(req.Principal, req.Groups, kindTool, ref.Server, name) {
 		return nil, forbidden(kindTool, name, ref.Server)
 	}
+	if ref.Name == ConnectTool {
+		for _, st := range s.opts.Upstreams.Servers() {
+			if st.Name == ref.Server && s.waitsForAccount(st) {
+				return s.callConnectTool(ctx, req, ref.Server)
+			}
+		}
+	}
 	// The upstream's own name, set in the copy that forward makes anyway.
 	var buf [64]byte
 	rename := rawjson.Edit{Key: "name", Val: rawjson.AppendString(buf[:0], ref.Name)}

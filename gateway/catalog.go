@@ -196,6 +196,10 @@ type catalogInput struct {
 	// hostsTasks says whether the gateway runs tasks itself for a
 	// server's tools that have no task support of their own.
 	hostsTasks func(server string) bool
+	// waitsForAccount says whether a server lists only ConnectTool: a
+	// per-user server the gateway could not list yet, for want of a
+	// connected account.
+	waitsForAccount func(st upstream.Status) bool
 }
 
 // serverSettings are the per-server options the core applies.
@@ -246,6 +250,10 @@ func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind st
 		if kind == "prompts" {
 			objs = st.Prompts
 		}
+		waiting := kind == "tools" && in.waitsForAccount != nil && in.waitsForAccount(st)
+		if waiting {
+			objs = []json.RawMessage{connectTool(st.Name)}
+		}
 		for _, raw := range objs {
 			name, ok := rawjson.String(raw, "name")
 			if !ok || name == "" {
@@ -276,7 +284,7 @@ func (c *catalog) buildNamed(servers []upstream.Status, in catalogInput, kind st
 			}
 			e.Seq = in.seq(kind, ref)
 			entries = append(entries, e)
-			srcs = append(srcs, src{ref: ref, raw: raw, listed: st.State == upstream.StateRunning})
+			srcs = append(srcs, src{ref: ref, raw: raw, listed: st.State == upstream.StateRunning || waiting})
 		}
 	}
 	table, problems := naming.Build(in.naming, entries)

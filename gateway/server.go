@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/naming"
+	"github.com/mcpgw/mcpgw/oauthclient"
 	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/upstream"
 )
@@ -71,6 +72,10 @@ type Options struct {
 	// name, so that another replica knows where to send the follow-up.
 	// If empty, a random name of this process.
 	Replica string
+	// Accounts, if not nil, are the accounts principals connect at
+	// per-user servers (oauth grant authorization_code): a request of a
+	// principal without one there gets the URL to connect instead.
+	Accounts Accounts
 	// Logger receives the core's logs. Nil discards them.
 	Logger *slog.Logger
 	// Name and Version are the gateway's Implementation, sent to clients.
@@ -629,6 +634,7 @@ func (s *Server) buildLocked(version uint64) *catalog {
 			sc := s.serverConfig(server)
 			return s.opts.TaskConfig.HostsTasks(&sc) || offersTasks[server]
 		},
+		waitsForAccount: s.waitsForAccount,
 	}, s.logger)
 	for server, ps := range cat.problems {
 		for _, p := range ps {
@@ -820,6 +826,9 @@ const (
 // the call timeout when timeout is positive.
 func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who upstream.Caller, method string, params json.RawMessage, timeout time.Duration, mode forwardMode) (json.RawMessage, error) {
 	sc := s.serverConfig(server)
+	if err := s.checkAccount(ctx, req, sc); err != nil {
+		return nil, err
+	}
 	if timeout <= 0 {
 		timeout = s.timeout(server)
 	}
@@ -852,6 +861,7 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 	var jerr *jsonrpc.Error
 	var unavail *upstream.UnavailableError
 	var full *upstream.PoolFullError
+	var needConnect *oauthclient.ConnectRequired
 	var limited *upstream.RateLimitedError
 	cause := context.Cause(timer.ctx)
 	switch {
@@ -865,6 +875,8 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		return nil, jsonrpc.NewError(CodeRateLimited,
 			fmt.Sprintf("server %q is over its rate limit (rate_limit); retry after %s", server, max(limited.RetryAfter.Round(time.Second), time.Second)),
 			errorData{Server: server})
+	case errors.As(err, &needConnect):
+		return nil, s.connectError(req, server, needConnect)
 	case errors.As(err, &jerr) && jerr.Code == CodeURLElicitationRequired:
 		return nil, s.urlElicitationRequired(req, server, jerr)
 	case errors.As(err, &jerr):

@@ -63,6 +63,17 @@ type ServerStore interface {
 	DeleteServer(ctx context.Context, name string) error
 }
 
+// Accounts are what the API needs of the OAuth client
+// (*oauthclient.Client). Neither method returns a token.
+type Accounts interface {
+	Count(ctx context.Context, server string) (int, error)
+	// Disconnect revokes and forgets principal's token at server, or
+	// returns an error that wraps a not-connected sentinel the API
+	// recognizes through NotConnected.
+	Disconnect(ctx context.Context, server, principal string) error
+	NotConnected(err error) bool
+}
+
 // Options configures the admin API.
 type Options struct {
 	// Core is the gateway core whose servers and catalog the API reports.
@@ -106,6 +117,11 @@ type Options struct {
 	// Sessions lists and ends the MCP edge's sessions. If nil, there are
 	// none to show.
 	Sessions Sessions
+	// Accounts are the accounts principals connected at servers with
+	// oauth: a server's view shows how many (oauth_connected), and
+	// DELETE /admin/servers/{name}/oauth/{principal} disconnects one. If
+	// nil, neither.
+	Accounts Accounts
 	// Logger receives the API's logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -187,6 +203,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.PATCH("/servers/:name", a.patchServer)
 	g.DELETE("/servers/:name", a.deleteServer)
 	g.POST("/servers/:name/restart", a.restartServer)
+	g.DELETE("/servers/:name/oauth/:principal", a.disconnect)
 	g.GET("/servers/:name/tools", a.serverTools)
 	g.GET("/servers/:name/logs", a.serverLogs)
 	g.GET("/tools", a.tools)

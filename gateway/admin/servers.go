@@ -10,6 +10,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -55,6 +56,16 @@ func (a *API) views(keep func(name string) bool) []json.RawMessage {
 		v, err := rawjson.Set(b, "source", json.RawMessage(strconv.Quote(a.source(st.Name))))
 		if err != nil {
 			continue
+		}
+		if sc, ok := a.opts.Servers.ServerConfig(st.Name); ok && sc.OAuth != nil && a.opts.Accounts != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			n, err := a.opts.Accounts.Count(ctx, st.Name)
+			cancel()
+			if err == nil {
+				if v, err = rawjson.Set(v, "oauth_connected", mustMarshal(n)); err != nil {
+					continue
+				}
+			}
 		}
 		if perReplica != nil {
 			states := map[string]string{}
@@ -612,4 +623,32 @@ func tail(path string, n int) ([]string, error) {
 		all = all[len(all)-n:]
 	}
 	return append(lines, all...), nil
+}
+
+// disconnect serves DELETE /admin/servers/{name}/oauth/{principal}: the
+// principal's token at the server is revoked where the server supports
+// it, and forgotten.
+func (a *API) disconnect(c echo.Context) error {
+	name := c.Param("name")
+	sc, ok := a.opts.Servers.ServerConfig(name)
+	if !ok {
+		return unknown(c)
+	}
+	if sc.OAuth == nil || a.opts.Accounts == nil {
+		return fail(c, http.StatusNotFound, "server "+quote(name)+" has no oauth: no accounts are connected there")
+	}
+	principal, err := url.PathUnescape(c.Param("principal"))
+	if err != nil || principal == "" {
+		return fail(c, http.StatusBadRequest, "the principal in the path is not valid")
+	}
+	ctx, cancel := a.storeContext(c)
+	defer cancel()
+	if err := a.opts.Accounts.Disconnect(ctx, name, principal); err != nil {
+		if a.opts.Accounts.NotConnected(err) {
+			return fail(c, http.StatusNotFound, "principal "+quote(principal)+" has no account connected at server "+quote(name))
+		}
+		return a.internal(c, "disconnecting an account at server "+quote(name), err)
+	}
+	a.logger.Info("account disconnected through the admin API", "server", name, "principal", principal)
+	return c.NoContent(http.StatusNoContent)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/gateway/modern"
 	"github.com/mcpgw/mcpgw/internal/seal"
 	"github.com/mcpgw/mcpgw/mediastore"
+	"github.com/mcpgw/mcpgw/oauthclient"
 	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/telemetry"
 	"github.com/mcpgw/mcpgw/upstream"
@@ -62,7 +63,9 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		secret = seal.RandomSecret()
 	}
 	info, _ := json.Marshal(map[string]string{"name": "mcpgw", "version": buildVersion()})
+	creds := &accountCredentials{}
 	mgr := upstream.NewManager(upstream.ManagerOptions{
+		Credentials:     creds,
 		Servers:         cfg.Servers,
 		StartTimeout:    time.Duration(cfg.StartTimeout),
 		Logger:          logger,
@@ -93,6 +96,31 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	if err := restoreServers(context.Background(), cfg, db, mgr, logger); err != nil {
 		return fail(err)
 	}
+	// The accounts principals connect at servers with oauth. core is
+	// set below, before any callback can come.
+	var core *gateway.Server
+	accounts, err := oauthclient.New(oauthclient.Options{
+		PublicURL: cfg.PublicURL,
+		Secret:    secret,
+		Store:     db,
+		Servers:   mgr.ServerConfig,
+		Logger:    logger.With("component", "oauth"),
+		OnConnected: func(server, principal, elicitationID string) {
+			// The first account lets the gateway list the server.
+			if st, ok := mgr.Server(server); ok && st.Enabled && st.State != upstream.StateRunning && st.State != upstream.StateStarting {
+				if err := mgr.Restart(server); err != nil {
+					logger.Warn("restarting a server after an account was connected failed", "server", server, "err", err)
+				}
+			}
+			if core != nil {
+				core.AccountConnected(server, elicitationID)
+			}
+		},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("starting the OAuth client: %w", err))
+	}
+	creds.oc.Store(accounts)
 	mopts := mediastore.Options{
 		MaxBytes:     int64(cfg.Media.MaxBytes),
 		MaxBlobBytes: int64(cfg.MaxResponseBody), // a decoded blob is smaller than the message it came in
@@ -146,7 +174,8 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		undo = append(undo, leave)
 		logger.Info("joined the cluster", "replica", id, "self_url", cfg.Cluster.SelfURL)
 	}
-	core, err := gateway.New(gateway.Options{
+	core, err = gateway.New(gateway.Options{
+		Accounts:            accounts,
 		Replica:             replicaName(replicas),
 		Media:               media,
 		MediaConfig:         cfg.Media,
@@ -261,6 +290,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		fromFile = append(fromFile, sc.Name)
 	}
 	adm, err := admin.New(admin.Options{
+		Accounts:      accounts,
 		Core:          core,
 		Servers:       mgr,
 		Store:         db,
@@ -321,6 +351,13 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 	for _, path := range authn.MetadataPaths() {
 		e.Match([]string{http.MethodGet, http.MethodHead, http.MethodOptions}, path, meta)
 	}
+	// The connect links and the callback are followed by browsers, which
+	// carry no credentials: the sealed link and state are the capability.
+	oh := echo.WrapHandler((&auth.HostCheck{AllowHost: allowHost, OnRefuse: writeRefusal}).Middleware(accounts.Handler()))
+	e.GET("/oauth/*", oh)
+	ch := echo.WrapHandler((&auth.HostCheck{AllowHost: allowHost, AllowOrigin: allowOrigin, OnRefuse: writeRefusal}).Middleware(authn.Middleware(connections(accounts, mgr))))
+	e.Match([]string{http.MethodGet, http.MethodDelete}, "/oauth/connections", ch)
+	e.Match([]string{http.MethodGet, http.MethodDelete}, "/oauth/connections/:server", ch)
 	// The media URL is its own capability: no Authorization on /media.
 	mediaHosts := &auth.HostCheck{AllowHost: allowHost, OnRefuse: writeRefusal}
 	mh := echo.WrapHandler(mediaHosts.Middleware(media.Handler(mediastore.HandlerOptions{RequireSignature: cfg.Media.SignedURLs})))
@@ -427,6 +464,7 @@ type database interface {
 	DeleteSessions(context.Context, ...string) error
 	DeleteIdleSessions(context.Context, time.Time) (int, error)
 	cluster.Registry
+	oauthclient.Store
 	Ping(context.Context) error
 	Close() error
 }

@@ -69,16 +69,15 @@ func (s *Server) checkAccount(ctx context.Context, req *Request, sc config.Serve
 
 // connectError answers a request whose principal must connect an account
 // first: URL-mode elicitation required (-32042) for a client that declared
-// URL-mode elicitation, and a 2026-07-28 client (which gets it as
-// input_required); CodeConnectRequired with the URL in its message for any
-// other.
+// URL-mode elicitation (a 2026-07-28 client gets it as input_required);
+// CodeConnectRequired with the URL in its message for any other.
 func (s *Server) connectError(req *Request, server string, err error) error {
 	var cr *oauthclient.ConnectRequired
 	if !errors.As(err, &cr) {
 		s.logger.Warn("checking a connected account failed", "server", server, "principal", req.Principal, "err", err)
 		return unavailable(server, "running", "the gateway could not read the accounts connected there")
 	}
-	if modernClient(req) || missingCapability(req.Client.Capabilities, "elicitation/create", json.RawMessage(`{"mode":"url"}`)) == "" {
+	if missingCapability(req.Client.Capabilities, "elicitation/create", json.RawMessage(`{"mode":"url"}`)) == "" {
 		data, _ := json.Marshal(map[string]any{"elicitations": []map[string]string{{
 			"mode": "url", "elicitationId": cr.ElicitationID, "url": cr.URL, "message": cr.Message(),
 		}}})

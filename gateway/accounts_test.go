@@ -80,8 +80,10 @@ func TestAccounts_ConnectRequired(t *testing.T) {
 			t.Errorf("data %s", jerr.Data)
 		}
 	})
-	t.Run("2026-07-28 client: input_required with the link", func(t *testing.T) {
-		res, err := call("bob", `{}`, "2026-07-28", nil)
+	t.Run("2026-07-28 client: input_required with the link if it declared URL mode", func(t *testing.T) {
+		_, err := call("bob", `{}`, "2026-07-28", nil)
+		assertCode(t, err, CodeConnectRequired, "https://gw.example/oauth/start/bob")
+		res, err := call("bob", `{"elicitation":{"url":{}}}`, "2026-07-28", nil)
 		wantInputRequired(t, res, err)
 		if !strings.Contains(string(res.Body), `"url":"https://gw.example/oauth/start/bob"`) || strings.Contains(string(res.Body), "elicitationId") {
 			t.Errorf("input_required %s", res.Body)

@@ -227,32 +227,37 @@ func (c *Client) tokenRequest(ctx context.Context, hc *http.Client, tokenURL str
 	if err != nil {
 		return nil, err
 	}
+	return parseTokenResponse(resp.StatusCode, b, c.now())
+}
+
+// parseTokenResponse reads a token endpoint's answer (RFC 6749 sections
+// 5.1 and 5.2): the token, or an *oauthError.
+func parseTokenResponse(status int, b []byte, now time.Time) (*oauth2.Token, error) {
 	var out struct {
-		AccessToken  string          `json:"access_token"`
-		TokenType    string          `json:"token_type"`
-		RefreshToken string          `json:"refresh_token"`
-		ExpiresIn    json.Number     `json:"expires_in"`
-		Scope        string          `json:"scope"`
-		Error        string          `json:"error"`
-		Description  string          `json:"error_description"`
-		Raw          json.RawMessage `json:"-"`
+		AccessToken  string      `json:"access_token"`
+		TokenType    string      `json:"token_type"`
+		RefreshToken string      `json:"refresh_token"`
+		ExpiresIn    json.Number `json:"expires_in"`
+		Scope        string      `json:"scope"`
+		Error        string      `json:"error"`
+		Description  string      `json:"error_description"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("the token endpoint answered %d without a JSON body", resp.StatusCode)
+		return nil, fmt.Errorf("the token endpoint answered %d without a JSON body", status)
 	}
-	if out.Error != "" || resp.StatusCode != http.StatusOK {
+	if out.Error != "" || status != http.StatusOK {
 		code := out.Error
 		if code == "" {
-			code = fmt.Sprintf("HTTP %d", resp.StatusCode)
+			code = fmt.Sprintf("HTTP %d", status)
 		}
-		return nil, &oauthError{Code: printable(code, 64), Description: printable(out.Description, 200), Status: resp.StatusCode}
+		return nil, &oauthError{Code: printable(code, 64), Description: printable(out.Description, 200), Status: status}
 	}
 	if out.AccessToken == "" {
 		return nil, errors.New("the token endpoint answered without an access_token")
 	}
 	tok := &oauth2.Token{AccessToken: out.AccessToken, TokenType: out.TokenType, RefreshToken: out.RefreshToken}
-	if n, err := out.ExpiresIn.Int64(); err == nil && n > 0 {
-		tok.Expiry = c.now().Add(time.Duration(n) * time.Second)
+	if n, err := out.ExpiresIn.Int64(); err == nil && n > 0 && n < 1<<31 {
+		tok.Expiry = now.Add(time.Duration(n) * time.Second)
 	}
 	if out.Scope != "" {
 		tok = tok.WithExtra(map[string]any{"scope": out.Scope})

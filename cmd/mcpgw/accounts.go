@@ -6,7 +6,9 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcpgw/mcpgw/auth"
 	"github.com/mcpgw/mcpgw/config"
@@ -79,4 +81,39 @@ func connections(accounts *oauthclient.Client, mgr *upstream.Manager) http.Handl
 		}
 	})
 	return mux
+}
+
+// reviving is the gateway's Accounts: the OAuth client's Check, which also
+// restarts a per-user server that gave up waiting for an account to list
+// it with once a caller has one (an account connected through another
+// replica, or after the server's restarts ran out).
+type reviving struct {
+	oc  *oauthclient.Client
+	mgr *upstream.Manager
+
+	mu   sync.Mutex
+	last map[string]time.Time // server → when it was last restarted here
+}
+
+// reviveEvery bounds the restarts reviving makes of one server.
+const reviveEvery = 5 * time.Second
+
+func (r *reviving) Check(ctx context.Context, server, principal string) error {
+	if err := r.oc.Check(ctx, server, principal); err != nil {
+		return err
+	}
+	st, ok := r.mgr.Server(server)
+	if !ok || !st.Enabled || st.ToolCount > 0 || (st.State != upstream.StateFailed && st.State != upstream.StateRestarting) {
+		return nil
+	}
+	r.mu.Lock()
+	due := time.Since(r.last[server]) >= reviveEvery
+	if due {
+		r.last[server] = time.Now()
+	}
+	r.mu.Unlock()
+	if due {
+		r.mgr.Restart(server) // its failure shows in the server's status
+	}
+	return nil
 }

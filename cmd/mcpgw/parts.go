@@ -175,7 +175,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		logger.Info("joined the cluster", "replica", id, "self_url", cfg.Cluster.SelfURL)
 	}
 	core, err = gateway.New(gateway.Options{
-		Accounts:            accounts,
+		Accounts:            &reviving{oc: accounts, mgr: mgr, last: map[string]time.Time{}},
 		Replica:             replicaName(replicas),
 		Media:               media,
 		MediaConfig:         cfg.Media,

@@ -94,8 +94,8 @@ func validateOAuth(s *Server, path string, add func(path, format string, args ..
 	if hasControl(o.ClientSecret) {
 		add(join(p, "client_secret"), "contains a control character, such as a newline")
 	}
-	if o.Grant == GrantClientCredentials && o.ClientID == "" {
-		add(join(p, "client_id"), "missing; the client_credentials grant needs a client registered beforehand (client_id and client_secret)")
+	if (o.Grant == GrantClientCredentials || o.Grant == GrantTokenExchange) && o.ClientID == "" {
+		add(join(p, "client_id"), "missing; the %s grant needs a client registered beforehand (client_id and client_secret)", o.Grant)
 	}
 	if u := o.ClientMetadataURL; u != "" {
 		pu, err := url.Parse(u)

@@ -359,3 +359,81 @@ func adminDelete(t *testing.T, g *gateway, path string, status int) {
 		t.Fatalf("DELETE %s = %d, want %d", path, resp.StatusCode, status)
 	}
 }
+
+// TestOAuth_TokenExchange: where the gateway and a server trust the same
+// identity provider, a principal authenticated by that provider's JWT
+// reaches the server with a token the AS exchanged for theirs (RFC 8693),
+// without connecting anything; an API key's principal cannot, since an API
+// key never leaves the gateway.
+func TestOAuth_TokenExchange(t *testing.T) {
+	idp := newIssuer(t)
+	as, err := oauthas.Start(oauthas.Options{Logf: t.Logf, SubjectTokens: func(tok string) (string, error) {
+		return idp.verify(tok)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { as.Close() })
+	const clientSecret = "e2e-exchange-client-secret"
+	if err := as.RegisterExchangeClient("mcpgw", clientSecret); err != nil {
+		t.Fatal(err)
+	}
+	const bobKey = "e2e-exchange-bob-key"
+	g := startGateway(t, append(baseEnv(), "MCPGW_E2E_EXCHANGE_SECRET="+clientSecret), fmt.Sprintf(`secret: e2e-exchange-secret-of-at-least-32-bytes
+auth:
+  api_keys:
+    - {principal: bob, key_sha256: %q}
+  jwt:
+    issuer: %s
+    jwks_url: %s/jwks
+servers:
+  - name: notes
+    transport: http
+    url: %s
+    oauth:
+      grant: token_exchange
+      client_id: mcpgw
+      client_secret: ${MCPGW_E2E_EXCHANGE_SECRET}
+`, hashToken(bobKey), idp.srv.URL, idp.srv.URL, as.MCPURL()))
+	jwt := idp.token(t, "RS256", map[string]any{"aud": g.URL + "/mcp", "sub": "alice"})
+	defer func() {
+		logs := g.Stderr()
+		for _, tok := range append(as.Issued(), jwt, clientSecret) {
+			if strings.Contains(logs, tok) {
+				t.Errorf("a token or secret (%d bytes) is in the gateway's log", len(tok))
+			}
+		}
+	}()
+
+	alice := dialOAuth(t, g, jwt, "2026-07-28", false, nil)
+	waitOAuthTools(t, alice.cs, "mcp__notes__connect")
+	// Calling connect exchanges alice's token; then the server is listed
+	// with it and its tools replace connect.
+	if got := alice.call(t, "mcp__notes__connect"); !strings.Contains(got, "is connected") {
+		t.Fatalf("connect = %q", got)
+	}
+	g.waitState(t, "notes", "running")
+	waitOAuthTools(t, alice.cs, "mcp__notes__whoami")
+	if got := alice.call(t, "mcp__notes__whoami"); got != "alice" {
+		t.Fatalf("alice's call reached the server as %q", got)
+	}
+	if n := as.Stats().Exchanges; n < 1 {
+		t.Fatalf("exchanges = %d", n)
+	}
+	// An expired exchanged token is exchanged again.
+	before := as.Stats().Exchanges
+	as.ExpireAccessTokens()
+	if got := alice.call(t, "mcp__notes__whoami"); got != "alice" {
+		t.Fatalf("after expiry alice's call reached the server as %q", got)
+	}
+	if after := as.Stats().Exchanges; after <= before {
+		t.Fatalf("exchanges %d → %d after expiry", before, after)
+	}
+
+	bob := dialOAuth(t, g, bobKey, "2026-07-28", false, nil)
+	_, err = bob.cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp__notes__whoami", Arguments: map[string]any{}})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != -31004 || !strings.Contains(werr.Message, "API key") {
+		t.Fatalf("bob (API key) calling a token_exchange server: %v, want -31004 naming the API key", err)
+	}
+}

@@ -17,9 +17,11 @@ import (
 // OAuth client, oauthclient.Client), as the core needs them.
 type Accounts interface {
 	// Check returns an *oauthclient.ConnectRequired when principal must
-	// connect an account at server before a request reaches it; nil
-	// otherwise. It may be called concurrently.
-	Check(ctx context.Context, server, principal string) error
+	// connect an account at server before a request reaches it, and for
+	// a server that exchanges the caller's token (credential, see
+	// Request.Credential) makes the exchange; nil when the request may
+	// go. It may be called concurrently.
+	Check(ctx context.Context, server, principal, credential string) error
 }
 
 var _ Accounts = (*oauthclient.Client)(nil)
@@ -47,11 +49,11 @@ func connectTool(server string) json.RawMessage {
 	return b
 }
 
-// checkAccount returns the error a request of req's principal to server
-// gets before it is sent, when the server is per-user and the principal
-// has no account connected there.
+// checkAccount returns the error a request of req's principal to a
+// per-user server gets before it is sent: the link to connect an account,
+// or why their token could not be exchanged.
 func (s *Server) checkAccount(ctx context.Context, req *Request, sc config.Server) error {
-	if s.opts.Accounts == nil || sc.GrantOf() != config.GrantAuthorizationCode {
+	if s.opts.Accounts == nil || !sc.PerUser() {
 		return nil
 	}
 	if req.Principal == auth.Anonymous || req.Principal == "" {
@@ -61,10 +63,18 @@ func (s *Server) checkAccount(ctx context.Context, req *Request, sc config.Serve
 			fmt.Sprintf("server %q acts for each user's own account, and this gateway does not know who you are (no API key or token); connect with credentials", sc.Name),
 			errorData{Server: sc.Name})
 	}
-	if err := s.opts.Accounts.Check(ctx, sc.Name, req.Principal); err != nil {
-		return s.connectError(req, sc.Name, err)
+	err := s.opts.Accounts.Check(ctx, sc.Name, req.Principal, req.Credential)
+	var cr *oauthclient.ConnectRequired
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &cr):
+		return s.connectError(req, sc.Name, cr)
+	case errors.Is(err, oauthclient.ErrNoCredential):
+		return jsonrpc.NewError(CodeForbidden, err.Error(), errorData{Server: sc.Name})
 	}
-	return nil
+	s.logger.Warn("getting a token for a caller failed", "server", sc.Name, "principal", req.Principal, "err", err)
+	return jsonrpc.NewError(CodeUpstreamUnavailable, fmt.Sprintf("server %q could not be given a token for you: %v", sc.Name, err), errorData{Server: sc.Name})
 }
 
 // connectError answers a request whose principal must connect an account
@@ -74,8 +84,7 @@ func (s *Server) checkAccount(ctx context.Context, req *Request, sc config.Serve
 func (s *Server) connectError(req *Request, server string, err error) error {
 	var cr *oauthclient.ConnectRequired
 	if !errors.As(err, &cr) {
-		s.logger.Warn("checking a connected account failed", "server", server, "principal", req.Principal, "err", err)
-		return unavailable(server, "running", "the gateway could not read the accounts connected there")
+		return err
 	}
 	if missingCapability(req.Client.Capabilities, "elicitation/create", json.RawMessage(`{"mode":"url"}`)) == "" {
 		data, _ := json.Marshal(map[string]any{"elicitations": []map[string]string{{
@@ -108,7 +117,7 @@ func (s *Server) waitsForAccount(st upstream.Status) bool {
 		return false
 	}
 	sc := s.serverConfig(st.Name)
-	return sc.GrantOf() == config.GrantAuthorizationCode
+	return sc.PerUser()
 }
 
 // callConnectTool serves a call of a per-user server's ConnectTool: the

@@ -22,7 +22,7 @@ type fakeAccounts struct {
 	connected map[string]bool
 }
 
-func (f *fakeAccounts) Check(_ context.Context, server, principal string) error {
+func (f *fakeAccounts) Check(_ context.Context, server, principal, _ string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.connected[principal] {

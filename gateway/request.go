@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
+
+	"github.com/mcpgw/mcpgw/config"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -74,6 +77,11 @@ type Request struct {
 	// credentials; a server gets the members its forward_headers name.
 	// Nil forwards none.
 	Header http.Header
+	// Credential is the client's bearer token when an identity provider's
+	// JWT authenticated it (see CredentialOf): what a server with oauth
+	// grant token_exchange exchanges for a token of its own. It is never
+	// forwarded, logged or stored.
+	Credential string
 
 	// ID is the JSON-RPC id of the request as sent, for its span; "" if
 	// the edge does not say.
@@ -175,4 +183,19 @@ type Result struct {
 
 func complete(body json.RawMessage) *Result {
 	return &Result{Type: ResultComplete, Body: body}
+}
+
+// CredentialOf returns the bearer token of a request header whose
+// principal a JWT authenticated (its name is "jwt:<issuer>#<subject>", which
+// no API key's principal can have), or "": an API key never leaves the
+// gateway, not even to be exchanged.
+func CredentialOf(h http.Header, principal string) string {
+	if !strings.HasPrefix(principal, config.JWTNamePrefix) {
+		return ""
+	}
+	v := h.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
 }

@@ -855,6 +855,14 @@ func (s *Server) forwardAs(ctx context.Context, req *Request, server string, who
 		TakesTasks: req.takesTasks,
 	}
 	body, err := s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
+	if errors.Is(err, oauthclient.ErrExchangedTokenRefused) {
+		// The server refused it before running anything: exchange the
+		// caller's token again and send the request once more.
+		if err := s.checkAccount(ctx, req, sc); err != nil {
+			return nil, err
+		}
+		body, err = s.opts.Upstreams.Call(timer.ctx, server, who, method, params, hooks)
+	}
 	if err == nil {
 		return body, nil
 	}

@@ -167,24 +167,48 @@ func (e *ConnectRequired) Message() string {
 	return fmt.Sprintf("Connect your account at %s to continue (%s).", e.Server, e.Reason)
 }
 
-// Check returns ConnectRequired when principal has no token for server,
-// which must be a per-user server (authorization_code); nil when a token
-// is stored (it may still be refused by the server, which Transport
-// handles).
-func (c *Client) Check(ctx context.Context, server, principal string) error {
+// Check makes sure principal has a token for server before a request of
+// theirs goes there. For grant authorization_code it returns
+// ConnectRequired when none is stored (a stored one may still be refused
+// by the server, which Transport handles). For grant token_exchange it
+// exchanges credential, the caller's own token from the identity provider
+// the gateway and the server share, when no unexpired token is stored; an
+// empty credential is an error (an API key is never exchanged). For other
+// servers it returns nil.
+func (c *Client) Check(ctx context.Context, server, principal, credential string) error {
 	srv, ok := c.opts.Servers(server)
-	if !ok || srv.GrantOf() != config.GrantAuthorizationCode {
+	if !ok {
 		return nil
 	}
-	rec, err := c.token(ctx, server, principal)
-	if err != nil {
+	switch srv.GrantOf() {
+	case config.GrantAuthorizationCode:
+		rec, err := c.token(ctx, server, principal)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return c.connectRequired(server, principal, nil, "no account is connected")
+		}
+	case config.GrantTokenExchange:
+		rec, err := c.token(ctx, server, principal)
+		if err != nil {
+			return err
+		}
+		if rec != nil && !rec.expired(c.now()) {
+			return nil
+		}
+		if credential == "" {
+			return fmt.Errorf("%w: server %q exchanges the caller's token from the identity provider (auth.jwt) for one of its own; an API key cannot be exchanged", ErrNoCredential, server)
+		}
+		_, err = c.exchange(ctx, srv, principal, credential)
 		return err
-	}
-	if rec == nil {
-		return c.connectRequired(server, principal, nil, "no account is connected")
 	}
 	return nil
 }
+
+// ErrNoCredential is Check's error for a token_exchange server called
+// without a token to exchange.
+var ErrNoCredential = errors.New("no token to exchange")
 
 // Connected reports whether principal has a token stored for server.
 func (c *Client) Connected(ctx context.Context, server, principal string) (bool, error) {

@@ -354,7 +354,7 @@ func TestConnectRefreshRevoke(t *testing.T) {
 	c, st, connected := newGateway(t, f, config.ServerOAuth{ClientID: "gw"})
 	ctx := t.Context()
 
-	cr := connectRequired(t, c.Check(ctx, "notes", "alice"))
+	cr := connectRequired(t, c.Check(ctx, "notes", "alice", ""))
 	if cr.Principal != "alice" || !strings.Contains(cr.Error(), cr.URL) || !strings.HasPrefix(cr.URL, c.public.String()+StartPath) {
 		t.Fatalf("ConnectRequired = %+v", cr)
 	}
@@ -367,7 +367,7 @@ func TestConnectRefreshRevoke(t *testing.T) {
 	if got := *connected; len(got) != 1 || got[0] != "notes/alice/"+cr.ElicitationID {
 		t.Fatalf("OnConnected calls = %v", got)
 	}
-	if err := c.Check(ctx, "notes", "alice"); err != nil {
+	if err := c.Check(ctx, "notes", "alice", ""); err != nil {
 		t.Fatalf("Check after connecting: %v", err)
 	}
 	if got, err := call(t, c, f, "alice", ""); err != nil || got != "alice" {
@@ -383,7 +383,7 @@ func TestConnectRefreshRevoke(t *testing.T) {
 		}
 	}
 	// Bob is not Alice.
-	connectRequired(t, c.Check(ctx, "notes", "bob"))
+	connectRequired(t, c.Check(ctx, "notes", "bob", ""))
 
 	f.expireAll()
 	if got, err := call(t, c, f, "alice", ""); err != nil || got != "alice" || f.stat("refresh") != 1 {
@@ -409,7 +409,7 @@ func TestCallbackRefusals(t *testing.T) {
 	f := newFakeAS(t)
 	c, _, _ := newGateway(t, f, config.ServerOAuth{ClientID: "gw"})
 	ctx := t.Context()
-	alice := connectRequired(t, c.Check(ctx, "notes", "alice"))
+	alice := connectRequired(t, c.Check(ctx, "notes", "alice", ""))
 
 	// The AS's redirect, caught instead of followed: the callback URL with
 	// alice's state.
@@ -443,7 +443,7 @@ func TestCallbackRefusals(t *testing.T) {
 
 	// A response naming another issuer is refused (RFC 9207).
 	f.badIss = true
-	alice = connectRequired(t, c.Check(ctx, "notes", "alice"))
+	alice = connectRequired(t, c.Check(ctx, "notes", "alice", ""))
 	if code, body := open(t, browser(t), alice.URL); code != http.StatusBadGateway || !strings.Contains(body, "issuer") {
 		t.Fatalf("bad iss: %d %s", code, body)
 	}
@@ -458,7 +458,7 @@ func TestDynamicRegistrationAndDisconnect(t *testing.T) {
 	c, st, _ := newGateway(t, f, config.ServerOAuth{})
 	ctx := t.Context()
 	for _, p := range []string{"alice", "bob"} {
-		cr := connectRequired(t, c.Check(ctx, "notes", p))
+		cr := connectRequired(t, c.Check(ctx, "notes", p, ""))
 		if code, body := open(t, browser(t), cr.URL); code != 200 {
 			t.Fatalf("connect %s: %d %s", p, code, body)
 		}

@@ -44,7 +44,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch srv.GrantOf() {
 	case config.GrantClientCredentials:
 		return t.serviceAccount(req, srv)
-	case config.GrantAuthorizationCode:
+	case config.GrantAuthorizationCode, config.GrantTokenExchange:
 		return t.perUser(req, srv)
 	}
 	return nil, fmt.Errorf("server %q: oauth grant %s is not supported by this gateway", t.server, srv.GrantOf())
@@ -132,6 +132,11 @@ func (t *transport) perUser(req *http.Request, srv config.Server) (*http.Respons
 func (t *transport) needConnect(principal string, scopes []string, reason string) error {
 	if t.principal == "" {
 		return fmt.Errorf("server %q refused the account the gateway lists it with: %s", t.server, reason)
+	}
+	if srv, ok := t.c.opts.Servers(t.server); ok && srv.GrantOf() == config.GrantTokenExchange {
+		// Nothing for the user to do: the next request exchanges
+		// their token again.
+		return fmt.Errorf("server %q: %w (%s)", t.server, ErrExchangedTokenRefused, reason)
 	}
 	return t.c.connectRequired(t.server, principal, scopes, reason)
 }
@@ -293,5 +298,66 @@ func (c *Client) clientCredentials(ctx context.Context, srv config.Server, ch ch
 	if err := c.putToken(ctx, rec); err != nil {
 		return nil, err
 	}
+	return rec, nil
+}
+
+// ErrExchangedTokenRefused is the error of a request whose exchanged token
+// the server refused (expired early, revoked): the token is forgotten, and
+// the next Check exchanges the caller's token again, so the request may be
+// sent once more.
+var ErrExchangedTokenRefused = errors.New("the server refused the token the gateway exchanged for yours")
+
+// Token exchange (RFC 8693) grant and token types.
+const (
+	grantTokenExchange   = "urn:ietf:params:oauth:grant-type:token-exchange"
+	tokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+)
+
+// exchange trades credential, the caller's token from the identity
+// provider the gateway and srv trust, for a token of srv's own (RFC 8693),
+// and stores it for principal.
+func (c *Client) exchange(ctx context.Context, srv config.Server, principal, credential string) (*tokenRecord, error) {
+	ch := c.probe(ctx, srv)
+	m, err := c.discover(ctx, srv, ch, ch.ResourceMetadata != "")
+	if err != nil {
+		return nil, err
+	}
+	reg, err := c.registration(ctx, srv, m)
+	if err != nil {
+		return nil, err
+	}
+	asked := requestScopes(srv, m, ch, nil)
+	asked = slices.DeleteFunc(asked, func(s string) bool { return s == "offline_access" })
+	form := url.Values{
+		"grant_type":           {grantTokenExchange},
+		"subject_token":        {credential},
+		"subject_token_type":   {tokenTypeAccessToken},
+		"requested_token_type": {tokenTypeAccessToken},
+	}
+	if m.Resource != "" {
+		form.Set("resource", m.Resource)
+	}
+	if len(asked) > 0 {
+		form.Set("scope", strings.Join(asked, " "))
+	}
+	tok, err := c.tokenRequest(ctx, c.discoveryClient(srv), m.AS.TokenEndpoint, reg, form)
+	if err != nil {
+		var oe *oauthError
+		if errors.As(err, &oe) {
+			return nil, fmt.Errorf("the authorization server of server %q refused to exchange your token: %w", srv.Name, oe)
+		}
+		return nil, fmt.Errorf("exchanging your token for server %q: the token endpoint could not be reached", srv.Name)
+	}
+	granted := scopesOf(tok)
+	if granted == nil {
+		granted = asked
+	}
+	rec := &tokenRecord{Server: srv.Name, Principal: principal, AccessToken: tok.AccessToken, TokenType: tok.TokenType,
+		Expiry: tok.Expiry, Scopes: granted, Issuer: m.AS.Issuer, TokenURL: m.AS.TokenEndpoint, RevokeURL: m.AS.RevocationEndpoint,
+		Resource: m.Resource, Client: reg}
+	if err := c.putToken(ctx, rec); err != nil {
+		return nil, err
+	}
+	c.logger.Info("exchanged a caller's token", "server", srv.Name, "principal", principal)
 	return rec, nil
 }

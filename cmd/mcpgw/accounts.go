@@ -50,7 +50,7 @@ func connections(accounts *oauthclient.Client, mgr *upstream.Manager) http.Handl
 		out := []conn{}
 		for _, st := range mgr.Servers() {
 			sc, ok := mgr.ServerConfig(st.Name)
-			if !ok || sc.GrantOf() != config.GrantAuthorizationCode {
+			if !ok || !sc.PerUser() {
 				continue
 			}
 			ok, err := accounts.Connected(r.Context(), st.Name, p.Name)
@@ -67,7 +67,7 @@ func connections(accounts *oauthclient.Client, mgr *upstream.Manager) http.Handl
 		p, _ := auth.FromContext(r.Context())
 		server := r.PathValue("server")
 		sc, ok := mgr.ServerConfig(server)
-		if !ok || sc.GrantOf() != config.GrantAuthorizationCode {
+		if !ok || !sc.PerUser() {
 			writeRefusal(w, r, http.StatusNotFound, "no server "+strconv.Quote(server)+" takes connected accounts")
 			return
 		}
@@ -98,8 +98,8 @@ type reviving struct {
 // reviveEvery bounds the restarts reviving makes of one server.
 const reviveEvery = 5 * time.Second
 
-func (r *reviving) Check(ctx context.Context, server, principal string) error {
-	if err := r.oc.Check(ctx, server, principal); err != nil {
+func (r *reviving) Check(ctx context.Context, server, principal, credential string) error {
+	if err := r.oc.Check(ctx, server, principal, credential); err != nil {
 		return err
 	}
 	st, ok := r.mgr.Server(server)

@@ -335,7 +335,8 @@ func (h *Handler) begin(r *http.Request, s *session, m *jsonrpc.Message) (*call,
 	// A dropped connection is not a cancel (MCP 2025-11-25,
 	// basic/transports): the call outlives the request's context.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: front.ForwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal), header: front.Forwardable(r.Header)}
+	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: front.ForwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal), header: front.Forwardable(r.Header),
+		credential: gateway.CredentialOf(r.Header, s.principal)}
 	s.calls[key] = c
 	s.lastActive = time.Now()
 	h.calls.Add(1)
@@ -376,16 +377,17 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 		params = p
 	}
 	req := &gateway.Request{
-		Method:    c.method,
-		ID:        front.PlainID(c.id),
-		Params:    params,
-		Principal: s.principal,
-		Groups:    c.groups,
-		Session:   s.key,
-		Client:    gateway.Client{ProtocolVersion: s.version, Capabilities: s.caps, Info: s.info},
-		BaseURL:   c.baseURL,
-		Header:    c.header,
-		Cancel:    c.cancel, // run answers by what Handle returns, whatever the cause
+		Method:     c.method,
+		ID:         front.PlainID(c.id),
+		Params:     params,
+		Principal:  s.principal,
+		Groups:     c.groups,
+		Session:    s.key,
+		Client:     gateway.Client{ProtocolVersion: s.version, Capabilities: s.caps, Info: s.info},
+		BaseURL:    c.baseURL,
+		Header:     c.header,
+		Credential: c.credential,
+		Cancel:     c.cancel, // run answers by what Handle returns, whatever the cause
 		// What outlives the request (resources/updated after a subscribe)
 		// goes on the session's standalone GET stream, like list_changed.
 		SessionNotify: func(method string, params json.RawMessage) {

@@ -97,6 +97,8 @@ type call struct {
 	// header is the client's HTTP request header, without its
 	// credentials, for the servers that forward some of it.
 	header http.Header
+	// credential is the client's JWT, for token exchange (gateway.CredentialOf).
+	credential string
 	// groups are the groups of the request's principal, as the auth
 	// layer named them for this request (see groupsOf).
 	groups []string

@@ -311,15 +311,16 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, m *jsonrpc.Messa
 // coreRequest returns the core's envelope of req.
 func (h *Handler) coreRequest(r *http.Request, req *request) *gateway.Request {
 	return &gateway.Request{
-		Method:    req.method,
-		ID:        front.PlainID(req.id),
-		Params:    req.params,
-		Principal: req.principal,
-		Groups:    req.groups,
-		Client:    gateway.Client{ProtocolVersion: req.version, Capabilities: req.caps, Info: req.info},
-		LogLevel:  req.logLevel,
-		BaseURL:   front.ForwardedBaseURL(r, h.opts.TrustedProxies),
-		Header:    front.Forwardable(r.Header),
+		Method:     req.method,
+		ID:         front.PlainID(req.id),
+		Params:     req.params,
+		Principal:  req.principal,
+		Groups:     req.groups,
+		Client:     gateway.Client{ProtocolVersion: req.version, Capabilities: req.caps, Info: req.info},
+		LogLevel:   req.logLevel,
+		BaseURL:    front.ForwardedBaseURL(r, h.opts.TrustedProxies),
+		Header:     front.Forwardable(r.Header),
+		Credential: gateway.CredentialOf(r.Header, req.principal),
 	}
 }
 

@@ -83,8 +83,10 @@ type Client struct {
 	hc       *http.Client
 	now      func() time.Time
 	tokens   *expirable.LRU[tokenKey, *tokenRecord] // opened from the store
-	meta     *expirable.LRU[string, *serverMeta]    // discovery, by server
-	refreshM sync.Map                               // tokenKey → *sync.Mutex: one refresh at a time
+	meta     *expirable.LRU[string, *serverMeta]    // discovery, by server and URL
+	// refreshing serializes the refreshes of one token (by its key's
+	// hash): a bounded set of locks, however many principals.
+	refreshing [64]sync.Mutex
 
 	catalogMu sync.Mutex
 	catalog   map[string]string // server → the principal whose account lists it
@@ -249,7 +251,11 @@ func (c *Client) Disconnect(ctx context.Context, server, principal string) error
 // Forget drops everything kept for server: its tokens and its
 // registrations (when the server is removed).
 func (c *Client) Forget(ctx context.Context, server string) error {
-	c.meta.Remove(server)
+	for _, k := range c.meta.Keys() {
+		if strings.HasPrefix(k, server+" ") {
+			c.meta.Remove(k)
+		}
+	}
 	for _, k := range c.tokens.Keys() {
 		if k.server == server {
 			c.tokens.Remove(k)

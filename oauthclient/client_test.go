@@ -283,6 +283,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // gateway is a Client behind an httptest server, as the gateway mounts it.
 func newGateway(t *testing.T, f *fakeAS, oauth config.ServerOAuth) (*Client, *memStore, *[]string) {
+	c, st, connected, _ := newGatewayServer(t, f, oauth)
+	return c, st, connected
+}
+
+// newGatewayServer is newGateway that also returns the server's config,
+// which the test may change.
+func newGatewayServer(t *testing.T, f *fakeAS, oauth config.ServerOAuth) (*Client, *memStore, *[]string, *config.Server) {
 	t.Helper()
 	var handler http.Handler
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
@@ -304,7 +311,7 @@ func newGateway(t *testing.T, f *fakeAS, oauth config.ServerOAuth) (*Client, *me
 		t.Fatal(err)
 	}
 	handler = c.Handler()
-	return c, st, &connected
+	return c, st, &connected, &srv
 }
 
 func browser(t *testing.T) *http.Client {
@@ -484,5 +491,35 @@ func TestDynamicRegistrationAndDisconnect(t *testing.T) {
 	// The gateway's own client lists with bob's account now.
 	if got, err := call(t, c, f, "", ""); err != nil || got != "alice" { // the fake AS names every user alice
 		t.Fatalf("catalog call = %q, %v", got, err)
+	}
+}
+
+// TestTokenStaysWithItsServer: after an admin points the server at another
+// origin, the token issued for the first is never sent there.
+func TestTokenStaysWithItsServer(t *testing.T) {
+	f := newFakeAS(t)
+	c, _, _, srv := newGatewayServer(t, f, config.ServerOAuth{ClientID: "gw"})
+	ctx := t.Context()
+	cr := connectRequired(t, c.Check(ctx, "notes", "alice", ""))
+	if code, _ := open(t, browser(t), cr.URL); code != 200 {
+		t.Fatal("connect failed")
+	}
+	got := make(chan string, 1)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.WriteHeader(401)
+	}))
+	t.Cleanup(other.Close)
+	srv.URL = other.URL + "/mcp"
+	hc := &http.Client{Transport: c.Transport(*srv, "alice", nil)}
+	_, err := hc.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	connectRequired(t, err)
+	select {
+	case a := <-got:
+		t.Fatalf("the other server got a request with Authorization %q", a)
+	default:
+	}
+	if ok, _ := c.Connected(ctx, "notes", "alice"); ok {
+		t.Fatal("the token of the old origin is still kept")
 	}
 }

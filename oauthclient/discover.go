@@ -68,7 +68,8 @@ func parseChallenge(h http.Header) challenge {
 // It is cached per server; fresh skips the cache (another challenge named
 // another metadata URL, or the authorization server moved).
 func (c *Client) discover(ctx context.Context, srv config.Server, ch challenge, fresh bool) (*serverMeta, error) {
-	if m, ok := c.meta.Get(srv.Name); ok && !fresh && ch.ResourceMetadata == "" {
+	key := srv.Name + " " + srv.URL
+	if m, ok := c.meta.Get(key); ok && !fresh && ch.ResourceMetadata == "" {
 		return m, nil
 	}
 	hc := c.discoveryClient(srv)
@@ -118,7 +119,7 @@ func (c *Client) discover(ctx context.Context, srv config.Server, ch challenge, 
 		}
 	}
 	m.AS = asm
-	c.meta.Add(srv.Name, m)
+	c.meta.Add(key, m)
 	return m, nil
 }
 

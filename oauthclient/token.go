@@ -8,8 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"hash/fnv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -128,9 +128,11 @@ func (c *Client) fresh(ctx context.Context, rec *tokenRecord, force bool) (*toke
 		return rec, nil
 	}
 	k := tokenKey{rec.Server, rec.Principal}
-	mu, _ := c.refreshM.LoadOrStore(k, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
+	h := fnv.New32a()
+	h.Write([]byte(k.server + "\x00" + k.principal))
+	mu := &c.refreshing[h.Sum32()%uint32(len(c.refreshing))]
+	mu.Lock()
+	defer mu.Unlock()
 	// Another request may have refreshed it while this one waited.
 	c.tokens.Remove(k)
 	cur, err := c.token(ctx, rec.Server, rec.Principal)

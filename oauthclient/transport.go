@@ -73,7 +73,7 @@ func (t *transport) perUser(req *http.Request, srv config.Server) (*http.Respons
 		}
 		principal = p
 	}
-	rec, err := t.c.token(ctx, srv.Name, principal)
+	rec, err := t.c.usable(ctx, srv, principal)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +124,22 @@ func (t *transport) perUser(req *http.Request, srv config.Server) (*http.Respons
 		return nil, t.needConnect(principal, want, "the server needs more permissions: "+strings.Join(ch.Scopes, " "))
 	}
 	return resp, nil
+}
+
+// usable returns principal's token for srv if it was issued for the
+// server srv now is: a server whose URL an admin changed to another origin
+// must not get the tokens of the one it replaced, which are forgotten.
+func (c *Client) usable(ctx context.Context, srv config.Server, principal string) (*tokenRecord, error) {
+	rec, err := c.token(ctx, srv.Name, principal)
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	if rec.Resource != "" && !sameOrigin(rec.Resource, srv.URL) {
+		c.logger.Warn("forgetting a token issued for another origin than the server's URL", "server", srv.Name, "principal", principal)
+		c.dropToken(ctx, rec)
+		return nil, nil
+	}
+	return rec, nil
 }
 
 // needConnect is the error of a request that needs principal to connect
@@ -216,7 +232,7 @@ func (c *Client) catalogPrincipal(ctx context.Context, server string) (string, e
 // (with the wider scopes) when the server refuses it.
 func (t *transport) serviceAccount(req *http.Request, srv config.Server) (*http.Response, error) {
 	ctx := req.Context()
-	rec, err := t.c.token(ctx, srv.Name, "")
+	rec, err := t.c.usable(ctx, srv, "")
 	if err != nil {
 		return nil, err
 	}

@@ -504,7 +504,7 @@ func TestTokenStaysWithItsServer(t *testing.T) {
 	if code, _ := open(t, browser(t), cr.URL); code != 200 {
 		t.Fatal("connect failed")
 	}
-	got := make(chan string, 1)
+	got := make(chan string, 8)
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- r.Header.Get("Authorization")
 		w.WriteHeader(401)

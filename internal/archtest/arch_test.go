@@ -44,6 +44,7 @@ var allowed = map[string][]string{
 	"internal/archtest":     {},
 	"internal/pgtest":       {},
 	"examples/demo-server":  {},
+	"e2e/fixtures/oauthas":  {},
 	"e2e":                   {"internal/rawclient", "internal/pgtest"},
 
 	"e2e/fixtures/catalogserver":    {"e2e/fixtures/internal/fixture"},

@@ -5,20 +5,23 @@
 // and, when asked, calling one of them.
 //
 //	driver -url http://127.0.0.1:PORT/mcp [-tool NAME [-args JSON]] [-timeout D]
-//	       [-protocol VERSION] [-elicit-url]
+//	       [-protocol VERSION] [-elicit-url] [-bearer-env VAR]
 //	       [-connect [-connect-tool NAME] [-connect-max N] [-connect-wait D]]
 //
 // It prints what it saw and exits 1, saying why, when the connection, the
 // list or the call fails or the call's result is an error. It talks to
-// loopback only: the conformance runs never leave the machine.
+// loopback only: the conformance runs never leave the machine. With
+// -bearer-env it sends mcpgw the token in that environment variable (an API
+// key: a server each user connects to needs to know who the user is); the
+// token is never on the command line.
 //
 // With -connect it also plays the user of an upstream that needs an OAuth
 // connection (the auth/* scenarios). mcpgw answers such a call with a URL
 // to open, in one of three shapes: a JSON-RPC error -32042 whose
 // data.elicitations hold URL elicitations (a 2025-11-25 client that
 // declared elicitation.url, -elicit-url), an input_required result whose
-// inputRequests hold URL elicitations (a 2026-07-28 client), or a JSON-RPC
-// error -31007 with data.url (any other client). The driver opens the URL
+// inputRequests hold URL elicitations (a 2026-07-28 client that declared
+// it), or a JSON-RPC error -31007 with data.url (any other client). The driver opens the URL
 // as a browser would (a GET that follows redirects, with a cookie jar) and
 // wants a 2xx at the end; then, for -32042, it waits for
 // notifications/elicitation/complete, and retries the call (for
@@ -78,7 +81,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	rawArgs := fs.String("args", "{}", "the tool's arguments, a JSON object")
 	timeout := fs.Duration("timeout", 20*time.Second, "bound on the whole exchange")
 	protocol := fs.String("protocol", "", "the protocol version to ask for; empty: the SDK's latest")
-	elicitURL := fs.Bool("elicit-url", false, "declare elicitation.url (mcpgw then answers -32042)")
+	elicitURL := fs.Bool("elicit-url", false, "declare elicitation.url (mcpgw then answers -32042, or input_required at 2026-07-28)")
+	bearerEnv := fs.String("bearer-env", "", "the environment variable holding the token to send mcpgw")
 	connect := fs.Bool("connect", false, "open the connect URLs mcpgw answers with, and retry")
 	connectTool := fs.String("connect-tool", "connect", "the server's connect tool, as listed")
 	connectMax := fs.Int("connect-max", 5, "how many connect URLs one call may bring")
@@ -97,6 +101,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *connectMax < 1 {
 		return errors.New("-connect-max: want at least 1")
+	}
+	var mcpClient *http.Client // nil: the SDK's default
+	if *bearerEnv != "" {
+		token := os.Getenv(*bearerEnv)
+		if token == "" {
+			return fmt.Errorf("-bearer-env: $%s is empty", *bearerEnv)
+		}
+		mcpClient = &http.Client{Transport: &bearer{token: token, next: http.DefaultTransport}}
 	}
 	// The values are never repeated: they are a tool's arguments.
 	var toolArgs map[string]any
@@ -133,7 +145,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgw-conformance-driver", Version: "1.0.0"}, opts)
-	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: *endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: *protocol})
+	transport := &mcp.StreamableClientTransport{Endpoint: *endpoint, HTTPClient: mcpClient}
+	session, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: *protocol})
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", *endpoint, err)
 	}
@@ -173,6 +186,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "called %s: %d content block(s)\n", *tool, len(res.Content))
 	return nil
+}
+
+// bearer sends a token on every request to mcpgw's MCP endpoint (never to
+// the browser's URLs).
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(req)
 }
 
 // A driver holds one session with mcpgw and the "browser" that opens the
@@ -222,44 +248,70 @@ func (d *driver) list(ctx context.Context) ([]string, error) {
 }
 
 // connectFirst calls the connect tool, opens the URL it brings, and lists
-// the tools until tool is among them. The connect tool is not retried: once
-// connected, mcpgw may no longer list it.
+// the tools until tool is among them. A connect call is not retried (once
+// connected, mcpgw may no longer list the tool); but when tool has not come
+// within connectWait and the connect tool is still listed, the user
+// connects again, as a person would (the server may have refused the new
+// account: its authorization server changed), at most connectMax times.
 func (d *driver) connectFirst(ctx context.Context, connectTool, tool string) error {
-	d.drainListChanged() // a notification from now on may be the one that brings tool
-	res, err := d.session.CallTool(ctx, &mcp.CallToolParams{Name: connectTool, Arguments: map[string]any{}})
-	ask, askErr := connectRequestOf(res, err)
-	if askErr != nil {
-		return fmt.Errorf("calling the connect tool %q: %w", connectTool, askErr)
-	}
-	if ask == nil {
-		if err != nil {
-			return fmt.Errorf("calling the connect tool %q: %w", connectTool, err)
+	for round := 1; ; round++ {
+		d.drainListChanged() // a notification from now on may be the one that brings tool
+		if err := d.connectOnce(ctx, connectTool); err != nil {
+			return err
 		}
-		if res.IsError {
-			return fmt.Errorf("the connect tool %q answered with isError: true", connectTool)
-		}
-		fmt.Fprintf(d.out, "called %s: no URL to open\n", connectTool)
-	} else if err := d.open(ctx, ask); err != nil {
-		return err
-	}
-	for {
-		names, err := d.list(ctx)
+		names, err := d.waitForTool(ctx, tool)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(d.out, "tools after connecting: %s\n", strings.Join(names, ", "))
 		if slices.Contains(names, tool) {
 			return nil
 		}
-		t := time.NewTimer(d.connectWait)
+		if !slices.Contains(names, connectTool) || round == d.connectMax {
+			return fmt.Errorf("tool %q is not listed after %d connect(s), and no notifications/tools/list_changed came within %v", tool, round, d.connectWait)
+		}
+		fmt.Fprintf(d.out, "%s is still not listed: connecting again\n", tool)
+	}
+}
+
+// connectOnce calls the connect tool and opens the URL it brings.
+func (d *driver) connectOnce(ctx context.Context, connectTool string) error {
+	res, err := d.session.CallTool(ctx, &mcp.CallToolParams{Name: connectTool, Arguments: map[string]any{}})
+	ask, askErr := connectRequestOf(res, err)
+	switch {
+	case askErr != nil:
+		return fmt.Errorf("calling the connect tool %q: %w", connectTool, askErr)
+	case ask != nil:
+		return d.open(ctx, ask)
+	case err != nil:
+		return fmt.Errorf("calling the connect tool %q: %w", connectTool, err)
+	case res.IsError:
+		return fmt.Errorf("the connect tool %q answered with isError: true", connectTool)
+	}
+	fmt.Fprintf(d.out, "called %s: no URL to open\n", connectTool)
+	return nil
+}
+
+// waitForTool lists the tools until tool is among them, listing again on
+// each notifications/tools/list_changed; it returns the last list when
+// none comes within connectWait.
+func (d *driver) waitForTool(ctx context.Context, tool string) ([]string, error) {
+	t := time.NewTimer(d.connectWait)
+	defer t.Stop()
+	for {
+		names, err := d.list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(d.out, "tools after connecting: %s\n", strings.Join(names, ", "))
+		if slices.Contains(names, tool) {
+			return names, nil
+		}
 		select {
 		case <-d.listChanged:
-			t.Stop()
 		case <-t.C:
-			return fmt.Errorf("tool %q is not listed after connecting, and no notifications/tools/list_changed came within %v", tool, d.connectWait)
+			return names, nil
 		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("waiting for tool %q after connecting: %w", tool, ctx.Err())
+			return nil, fmt.Errorf("waiting for tool %q after connecting: %w", tool, ctx.Err())
 		}
 	}
 }

@@ -140,9 +140,11 @@ type gatewayConfig struct {
 	connectURL     string // the URL the tools answer with; empty: base + "/oauth/start/s1"; "/x": base + "/x"
 	callbackStatus int    // the callback's status; zero: 200
 	stepUps        int
-	lateTool       bool // test-tool appears only after the first list that follows the connection
-	noComplete     bool // the callback sends no notifications/elicitation/complete
-	listAsks       bool // before the connection, tools/list answers with the connect URL too
+	lateTool       bool   // test-tool appears only after the first list that follows the connection
+	noComplete     bool   // the callback sends no notifications/elicitation/complete
+	listAsks       bool   // before the connection, tools/list answers with the connect URL too
+	bearer         string // non-empty: /mcp wants Authorization: Bearer <bearer>, and the browser's URLs must not get it
+	refuseFirst    bool   // the first connection brings no test-tool (the server refused the account)
 }
 
 func newFakeGateway(t *testing.T, cfg gatewayConfig) *fakeGateway {
@@ -179,7 +181,18 @@ func newFakeGateway(t *testing.T, cfg gatewayConfig) *fakeGateway {
 	// A 2026-07-28 client gets input_required results from a stateless
 	// server (the SDK's stateful one negotiates 2025-11-25).
 	hopts := &mcp.StreamableHTTPOptions{Stateless: g.shape == "input-required"}
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.srv }, hopts))
+	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.srv }, hopts)
+	if g.bearer != "" {
+		next := mcpHandler
+		mcpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+g.bearer {
+				http.Error(w, "who are you?", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	mux.Handle("/mcp", mcpHandler)
 	mux.HandleFunc("/oauth/start/s1", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "fake_session", Value: "s1", Path: "/"})
 		http.Redirect(w, r, "/as/authorize?state=st1", http.StatusFound)
@@ -191,6 +204,10 @@ func newFakeGateway(t *testing.T, cfg gatewayConfig) *fakeGateway {
 		http.Redirect(w, r, "/oauth/callback?code=c1&state="+r.URL.Query().Get("state"), http.StatusFound)
 	})
 	mux.HandleFunc("/oauth/callback", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "the browser sent mcpgw's token", http.StatusBadRequest)
+			return
+		}
 		if c, err := r.Cookie("fake_session"); err != nil || c.Value != "s1" || r.URL.Query().Get("state") != "st1" {
 			http.Error(w, "no session cookie or wrong state", http.StatusBadRequest)
 			return
@@ -201,6 +218,11 @@ func newFakeGateway(t *testing.T, cfg gatewayConfig) *fakeGateway {
 		}
 		g.mu.Lock()
 		g.callbacks++
+		if g.refuseFirst && g.callbacks == 1 {
+			g.mu.Unlock()
+			fmt.Fprint(w, "<html><body>Connected. You can close this window.</body></html>")
+			return
+		}
 		add := !g.connected && !g.lateTool
 		g.connected = true
 		g.added = g.added || add
@@ -294,6 +316,7 @@ func TestRun_Connect(t *testing.T) {
 		name          string
 		gw            gatewayConfig
 		args          []string // after -url
+		env           string   // $DRIVER_TEST_TOKEN
 		wantErr       string   // empty: run succeeds and test-tool was served once
 		wantCallbacks int
 	}{
@@ -336,6 +359,28 @@ func TestRun_Connect(t *testing.T) {
 			name: "the list asks for a connection, without -connect",
 			gw:   gatewayConfig{shape: "error", listAsks: true},
 			args: []string{"-protocol", "2025-11-25"}, wantErr: "listing the tools asks for a connection (-31007); run with -connect to open it",
+		},
+		{
+			name: "a principal's token",
+			gw:   gatewayConfig{shape: "input-required", bearer: "user-key-1"},
+			env:  "user-key-1",
+			args: []string{"-connect", "-bearer-env", "DRIVER_TEST_TOKEN", "-tool", "test-tool"}, wantCallbacks: 1,
+		},
+		{
+			name: "no token in -bearer-env",
+			gw:   gatewayConfig{shape: "input-required", bearer: "user-key-1"},
+			args: []string{"-connect", "-bearer-env", "DRIVER_TEST_TOKEN", "-tool", "test-tool"}, wantErr: "-bearer-env: $DRIVER_TEST_TOKEN is empty",
+		},
+		{
+			name: "the first connection is refused: connect again",
+			gw:   gatewayConfig{shape: "error", refuseFirst: true},
+			args: []string{"-connect", "-connect-wait", "200ms", "-protocol", "2025-11-25", "-tool", "test-tool"}, wantCallbacks: 2,
+		},
+		{
+			name:    "every connection is refused",
+			gw:      gatewayConfig{shape: "error", refuseFirst: true},
+			args:    []string{"-connect", "-connect-wait", "200ms", "-connect-max", "1", "-protocol", "2025-11-25", "-tool", "test-tool"},
+			wantErr: `tool "test-tool" is not listed after 1 connect(s), and no notifications/tools/list_changed came within 200ms`, wantCallbacks: 1,
 		},
 		{
 			name: "without -connect the tool is missing",
@@ -386,6 +431,7 @@ func TestRun_Connect(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFakeGateway(t, tt.gw)
+			t.Setenv("DRIVER_TEST_TOKEN", tt.env)
 			var out bytes.Buffer
 			err := run(t.Context(), append([]string{"-url", g.base + "/mcp", "-timeout", "20s"}, tt.args...), &out)
 			callbacks, served, retries := g.counts()

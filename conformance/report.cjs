@@ -19,11 +19,14 @@
 //       The baseline's judgement for a run of the client scenarios named
 //       against the reference client; each must have run and passed.
 //
-//   node report.cjs client <title> <baseline-dir> <gateway-dir>
+//   node report.cjs client <title> <list> <baseline-dir> <gateway-dir>
 //                          <expected-failures.yaml> <known-scenarios-file> <scenario>...
+//                          [-- <scenario>...]
 //       The same comparison for the client scenarios named (mcpgw as the
-//       client, the list "client"), whose results folders carry no
-//       "server-" prefix.
+//       client, the list <list>: "client" or "client-auth"), whose results
+//       folders carry no "server-" prefix. The scenarios after "--" have no
+//       baseline (the reference client does not implement them): each is
+//       judged on mcpgw's result alone, and must pass or be listed.
 //
 // <scored-file> is the output of "conformance list --server --requirements
 // REVISION": when given, only the scenarios of its "Server scenarios" part
@@ -32,7 +35,8 @@
 // may name only scored scenarios.
 //
 // A run directory holds conformance.log (the CLI's output) and results/, where
-// the CLI writes results/server-<scenario>-<timestamp>/checks.json. The log's
+// the CLI writes results/server-<scenario>-<timestamp>/checks.json (a
+// scenario named "auth/x" lands in results/auth/x-<timestamp>/). The log's
 // "=== Running scenario: X ===" lines say which scenarios ran; one without a
 // checks.json (the CLI gave up on it) counts as failed. A scenario passes when
 // none of its checks has status FAILURE (WARNING, INFO and SKIPPED do not fail
@@ -43,7 +47,10 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 // The lists of expected-failures.yaml, one per gateway run.
-const LISTS = ['http', 'stdio', 'modern-http', 'modern-legacy-http', 'modern-stdio', 'client', 'tasks-hosted', 'tasks-relay'];
+const LISTS = ['http', 'stdio', 'modern-http', 'modern-legacy-http', 'modern-stdio', 'client', 'client-auth', 'tasks-hosted', 'tasks-relay'];
+
+// TIMESTAMPED matches a results folder's name: the scenario and the time.
+const TIMESTAMPED = /^(.+)-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d+Z$/;
 
 function readScenarios(dir, prefix = 'server-') {
   const log = fs.readFileSync(path.join(dir, 'conformance.log'), 'utf8');
@@ -56,10 +63,22 @@ function readScenarios(dir, prefix = 'server-') {
   // folders name the scenarios too.
   const checks = new Map();
   const resultsDir = path.join(dir, 'results');
-  const entries = fs.existsSync(resultsDir) ? fs.readdirSync(resultsDir).sort() : [];
-  for (const e of entries) {
-    const m = /^(.+)-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d+Z$/.exec(e);
-    if (!m || !m[1].startsWith(prefix)) continue;
+  // A scenario's "/" makes a folder: "auth/x" is results/auth/x-<time>.
+  const entries = [];
+  const walk = (rel) => {
+    const abs = path.join(resultsDir, rel);
+    if (!fs.existsSync(abs)) return;
+    for (const e of fs.readdirSync(abs, { withFileTypes: true })) {
+      if (!e.isDirectory()) continue;
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (TIMESTAMPED.test(e.name)) entries.push(r);
+      else if (!rel) walk(r);
+    }
+  };
+  walk('');
+  for (const e of entries.sort()) {
+    const m = TIMESTAMPED.exec(e);
+    if (!m[1].startsWith(prefix)) continue;
     const name = m[1].slice(prefix.length);
     if (!ran.includes(name)) ran.push(name);
     const file = path.join(resultsDir, e, 'checks.json');
@@ -121,7 +140,7 @@ function readExpected(file) {
       current = m[1];
       if (lists[current]) errors.push(`${file}:${i + 1}: list "${current}" appears twice`);
       lists[current] = [];
-    } else if ((m = /^\s+-\s+([A-Za-z0-9_.-]+)$/.exec(line)) && current) {
+    } else if ((m = /^\s+-\s+([A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)?)$/.exec(line)) && current) {
       lists[current].push({ name: m[1], line: i + 1 });
     } else {
       errors.push(`${file}:${i + 1}: expected a list name ("http:", ...) or "  - scenario-name", got ${JSON.stringify(raw.trim())}`);
@@ -179,14 +198,15 @@ function judgeBaseline({ title, dir, knownFile, scored, prefix, who }) {
 }
 
 function compare([title, listName, baseDir, gwDir, expectedFile, knownFile, scoredFile]) {
-  return judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, scored: readScored(scoredFile), prefix: 'server-', listOnlyScored: true });
+  return judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, scored: readScored(scoredFile), prefix: 'server-', listOnlyScored: true, alone: new Set() });
 }
 
 // judge compares a gateway run with its baseline. scored (a Set, or null for
 // all) is what is judged, and each of it must have run; prefix is the start
 // of the results folders' names; listOnlyScored makes a listed scenario that
-// is not scored an error.
-function judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, scored, prefix, listOnlyScored }) {
+// is not scored an error; alone (a Set) are the scenarios without a
+// baseline, judged on mcpgw's result alone.
+function judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, scored, prefix, listOnlyScored, alone }) {
   const base = readScenarios(baseDir, prefix);
   const gw = readScenarios(gwDir, prefix);
   const known = readKnown(knownFile);
@@ -219,7 +239,22 @@ function judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, score
     judged++;
     let verdict;
     if (g && g.pass) passed++;
-    if (!b || !b.pass) {
+    if (alone.has(name)) {
+      if (g && g.pass && isListed) {
+        stale++;
+        verdict = `PASSES BUT LISTED: remove it from ${rel} (${listName})`;
+        problems.push(`${name} passes through mcpgw now: remove it from the ${listName} list in ${rel} (line ${listed.get(name)})`);
+      } else if (g && g.pass) {
+        verdict = 'ok (no baseline)';
+      } else if (isListed) {
+        expected++;
+        verdict = 'expected failure (no baseline)';
+      } else {
+        regressions++;
+        verdict = 'FAILS (no baseline), NOT LISTED';
+        problems.push(`${name} fails through mcpgw and is not in the ${listName} list of ${rel} (it has no baseline: the reference client does not implement it)`);
+      }
+    } else if (!b || !b.pass) {
       baseFails++;
       verdict = 'BASELINE FAILS: cannot judge mcpgw';
       problems.push(`${name}: ${b ? 'fails' : 'did not run'} on the baseline (${b ? b.reason : 'missing'})`);
@@ -251,10 +286,14 @@ function judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, score
 }
 
 // client compares client scenario runs: the same judgement as compare, with
-// the list "client", results folders named <scenario>-<time>, and the
-// scenarios that were run (each must have a result on both sides).
-function client([title, baseDir, gwDir, expectedFile, knownFile, ...ran]) {
-  return judge({ title, listName: 'client', baseDir, gwDir, expectedFile, knownFile, scored: new Set(ran), prefix: '', listOnlyScored: false });
+// the list named, results folders named <scenario>-<time>, and the
+// scenarios that were run (each must have a result on both sides, except
+// those after "--", which have none on the baseline's).
+function client([title, listName, baseDir, gwDir, expectedFile, knownFile, ...ran]) {
+  const cut = ran.indexOf('--');
+  const alone = cut < 0 ? [] : ran.slice(cut + 1);
+  const named = cut < 0 ? ran : ran.slice(0, cut);
+  return judge({ title, listName, baseDir, gwDir, expectedFile, knownFile, scored: new Set([...named, ...alone]), prefix: '', listOnlyScored: false, alone: new Set(alone) });
 }
 
 const [cmd, ...args] = process.argv.slice(2);

@@ -29,7 +29,7 @@ function run(dir, name, results, { prefix = 'server-', logged = true } = {}) {
   for (const [scenario, r] of Object.entries(results)) {
     if (logged) log += `\n=== Running scenario: ${scenario} ===\n`;
     const folder = path.join(d, 'results', `${prefix}${scenario}-2026-12-07T03-56-1${i++}-097Z`);
-    fs.mkdirSync(folder);
+    fs.mkdirSync(folder, { recursive: true }); // "auth/x" makes a folder auth
     if (r === 'none') continue;
     const checks = [{ id: 'c1', status: 'SUCCESS' }, { id: 'c2', status: r === 'pass' ? 'WARNING' : 'FAILURE', errorMessage: 'it broke' }];
     fs.writeFileSync(path.join(folder, 'checks.json'), JSON.stringify(checks));
@@ -153,14 +153,47 @@ test('client: folders without a prefix, and every named scenario must run', (t) 
   assert.equal(r.code, 1, r.out);
   assert.match(r.out, /sse-retry did not run/);
 
-  r = report('client', 'C', base, gw, list, known, 'initialize', 'tools_call', 'request-metadata');
+  r = report('client', 'C', 'client', base, gw, list, known, 'initialize', 'tools_call', 'request-metadata');
   assert.equal(r.code, 0, r.out);
   assert.match(r.out, /^C: 2\/3 scenarios, 1 expected failures, 0 regressions$/m);
 
   // tools_call left no result through mcpgw: a regression, not a silence.
   gw = run(dir, 'gw2', { initialize: 'pass', 'request-metadata': 'none' }, { prefix: '', logged: false });
-  r = report('client', 'C', base, gw, list, known, 'initialize', 'tools_call', 'request-metadata');
+  r = report('client', 'C', 'client', base, gw, list, known, 'initialize', 'tools_call', 'request-metadata');
   assert.equal(r.code, 1, r.out);
   assert.match(r.out, /tools_call +pass +- +REGRESSION/);
   assert.match(r.out, /request-metadata +pass +FAIL +expected failure {2}<- no checks\.json/);
+});
+
+test('client-auth: scenarios named auth/x, in folders results/auth/, listed with their /', (t) => {
+  const dir = tmpdir(t);
+  const known = write(dir, 'known.txt', 'Client scenarios (test against a client):\n  - auth/metadata-default [2025-11-25,2026-07-28]\n' +
+    '  - auth/iss-supported [2026-07-28]\n  - auth/scope-step-up\n  - auth/client-credentials-basic [extension]\n  - auth/dpop [extension]\n');
+  const list = write(dir, 'l.yaml', 'client: []\nclient-auth:\n  # why\n  - auth/iss-supported\n  - auth/dpop\n');
+  const opts = { prefix: '', logged: false };
+  const base = run(dir, 'base', { 'auth/metadata-default': 'pass', 'auth/iss-supported': 'pass', 'auth/scope-step-up': 'pass' }, opts);
+  const gw = run(dir, 'gw', { 'auth/metadata-default': 'pass', 'auth/iss-supported': 'fail', 'auth/scope-step-up': 'pass', 'auth/client-credentials-basic': 'pass', 'auth/dpop': 'fail' }, opts);
+  const named = ['auth/metadata-default', 'auth/iss-supported', 'auth/scope-step-up'];
+  let r = report('client-baseline', 'CB', base, known, ...named);
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /^CB: 3\/3 scenarios$/m);
+
+  // After "--": no baseline, judged on mcpgw's result alone.
+  r = report('client', 'CA', 'client-auth', base, gw, list, known, ...named, '--', 'auth/client-credentials-basic', 'auth/dpop');
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /^CA: 3\/5 scenarios, 2 expected failures, 0 regressions$/m);
+  assert.match(r.out, /auth\/client-credentials-basic +- +pass +ok \(no baseline\)/);
+  assert.match(r.out, /auth\/dpop +- +FAIL +expected failure \(no baseline\) {2}<- c2: it broke/);
+
+  // Not listed and failing without a baseline: an error; listed and passing: an error.
+  const list2 = write(dir, 'l2.yaml', 'client-auth:\n  - auth/iss-supported\n  - auth/client-credentials-basic\n');
+  r = report('client', 'CA', 'client-auth', base, gw, list2, known, ...named, '--', 'auth/client-credentials-basic', 'auth/dpop');
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.out, /auth\/dpop fails through mcpgw and is not in the client-auth list/);
+  assert.match(r.out, /auth\/client-credentials-basic passes through mcpgw now: remove it from the client-auth list/);
+
+  // The list "client" does not judge client-auth's scenarios.
+  r = report('client', 'C', 'client', base, gw, list, known, ...named);
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.out, /regression: auth\/iss-supported passes on the baseline but fails through mcpgw, and is not in the client list/);
 });

@@ -38,6 +38,14 @@
 #                       scenario's fake server is mcpgw's one upstream, and
 #                       conformance/client-via-mcpgw.sh drives a tool call
 #                       through mcpgw; compared with (i)
+#   (n) client-auth baseline  the suite's auth/* client scenarios that the
+#                       Go SDK's everything-client implements, against it
+#   (o) client-auth     the same with mcpgw as the OAuth client
+#                       (2026/gateway-client-oauth.yaml; the driver opens
+#                       the connect URLs mcpgw answers with, as the user);
+#                       compared with (n); auth/client-credentials-basic,
+#                       which the everything-client lacks, is judged on
+#                       mcpgw's result alone
 # The tasks extension (io.modelcontextprotocol/tasks): the suite's tasks-*
 # scenarios, each run alone at the 2026-07-28 wire (--force), all judged,
 # against e2e/fixtures/taskextserver, a test server with their tools:
@@ -58,7 +66,7 @@
 #   --only RUNS         only these runs, comma-separated, each with its
 #                       baseline: http, stdio (2025); modern-http,
 #                       modern-legacy-http, modern-stdio, client,
-#                       tasks-hosted, tasks-relay (2026)
+#                       client-auth, tasks-hosted, tasks-relay (2026)
 #   --scenario NAME     run one scenario instead of the whole set, in each
 #                       selected run that has it (names: see
 #                       "conformance list" in the README)
@@ -98,6 +106,26 @@ readonly SUITE_TIMEOUT=300    # seconds for one run of the suite
 readonly REQUIREMENTS=2026-07-28
 # The client scenarios of suite 2026 that run with mcpgw as the client.
 readonly CLIENT_SCENARIOS=(initialize tools_call request-metadata http-standard-headers)
+# The auth/* client scenarios that run with mcpgw as the OAuth client, all
+# of those the Go SDK's everything-client (the baseline) implements ...
+readonly CLIENT_AUTH_SCENARIOS=(
+  auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
+  auth/basic-cimd auth/pre-registration
+  auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+  auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+  auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+  auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
+  auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported
+  auth/authorization-server-migration
+  auth/iss-supported auth/iss-not-advertised auth/iss-supported-missing
+  auth/iss-wrong-issuer auth/iss-unexpected auth/iss-normalized auth/metadata-issuer-mismatch
+)
+# ... and those it does not, judged on mcpgw's result alone. Not run: the
+# extensions mcpgw has no feature for (auth/client-credentials-jwt:
+# private_key_jwt; auth/dpop, auth/dpop-nonce: DPoP;
+# auth/enterprise-managed-authorization: ID-JAG token exchange;
+# auth/wif-jwt-bearer: the JWT-bearer grant).
+readonly CLIENT_AUTH_ALONE=(auth/client-credentials-basic)
 readonly CLIENT_TIMEOUT=120 # seconds for one client scenario, the suite's own 60s included
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -122,11 +150,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$suite" in 2025 | 2026 | all) ;; *) die "--suite takes 2025, 2026 or all" ;; esac
-[ -z "$scenario" ] || [[ $scenario =~ ^[a-z0-9_-]+$ ]] || die "bad scenario name $scenario"
+[ -z "$scenario" ] || [[ $scenario =~ ^[a-z0-9_-]+(/[a-z0-9_-]+)?$ ]] || die "bad scenario name $scenario"
 
 # runs: the gateway runs to do, each with its baseline.
 runs_2025=(http stdio)
-runs_2026=(modern-http modern-legacy-http modern-stdio client tasks-hosted tasks-relay)
+runs_2026=(modern-http modern-legacy-http modern-stdio client client-auth tasks-hosted tasks-relay)
 runs=()
 if [ -n "$only" ]; then
   IFS=, read -r -a wanted <<<"$only"
@@ -149,7 +177,8 @@ wants() { [[ " ${runs[*]} " == *" $1 "* ]]; }
 wants_2025() { wants http || wants stdio; }
 wants_2026_server() { wants modern-http || wants modern-legacy-http || wants modern-stdio; }
 wants_tasks() { wants tasks-hosted || wants tasks-relay; }
-wants_2026() { wants_2026_server || wants client || wants_tasks; }
+wants_clients() { wants client || wants client-auth; }
+wants_2026() { wants_2026_server || wants_clients || wants_tasks; }
 
 for tool in go node npm sha256sum timeout od; do
   command -v "$tool" >/dev/null || die "$tool is required"
@@ -272,7 +301,7 @@ if [ ! -x "$EVERYTHING" ]; then
   install_into "$(dirname "$EVERYTHING")" go_everything
 fi
 EVERYTHING_CLIENT="$CACHE/everything-client-$GO_SDK_VERSION/everything-client"
-if wants client && [ ! -x "$EVERYTHING_CLIENT" ]; then
+if wants_clients && [ ! -x "$EVERYTHING_CLIENT" ]; then
   say "building $EVERYTHING_CLIENT_PKG@$GO_SDK_VERSION"
   go_everything_client() { GOBIN="$stage" go install "$EVERYTHING_CLIENT_PKG@$GO_SDK_VERSION"; }
   install_into "$(dirname "$EVERYTHING_CLIENT")" go_everything_client
@@ -281,7 +310,7 @@ fi
 say "building mcpgw from $ROOT"
 (cd "$ROOT" && go build -o "$tmp/mcpgw" ./cmd/mcpgw)
 MCPGW="$tmp/mcpgw"
-if wants client; then (cd "$ROOT" && go build -o "$tmp/driver" ./conformance/driver); fi
+if wants_clients; then (cd "$ROOT" && go build -o "$tmp/driver" ./conformance/driver); fi
 TASKEXT="$tmp/taskextserver"
 if wants_tasks; then (cd "$ROOT" && go build -o "$TASKEXT" ./e2e/fixtures/taskextserver); fi
 
@@ -292,7 +321,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case "$OUT$EVERYTHING" in *[\"\\\|\&]* | *$'\n'*) die "paths with \", \\, |, & or a newline are not supported: $OUT, $EVERYTHING" ;; esac
 # The suite runs the client command through a shell, split at spaces.
-if wants client; then
+if wants_clients; then
   case "$CONF_DIR$OUT$tmp" in *[!A-Za-z0-9/._+-]*) die "for the client runs, the paths may hold only letters, digits and / . _ + -: $CONF_DIR, $OUT, $tmp" ;; esac
 fi
 say "results in $OUT"
@@ -318,17 +347,20 @@ if [ -n "$scenario" ]; then
   for r in "${runs[@]}"; do
     case $r in
       http | stdio) f=scenarios.txt ;;
-      client) f=client-scenarios-2026.txt ;;
+      client | client-auth) f=client-scenarios-2026.txt ;;
       tasks-*) f=tasks-2026.txt ;;
       *) f=scenarios-2026.txt ;;
     esac
-    if has_scenario "$OUT/$f" && { [ "$r" != client ] || [[ " ${CLIENT_SCENARIOS[*]} " == *" $scenario "* ]]; }; then
+    if has_scenario "$OUT/$f" && case $r in
+      client) [[ " ${CLIENT_SCENARIOS[*]} " == *" $scenario "* ]] ;;
+      client-auth) [[ " ${CLIENT_AUTH_SCENARIOS[*]} ${CLIENT_AUTH_ALONE[*]} " == *" $scenario "* ]] ;;
+    esac; then
       kept+=("$r")
     else
       say "run $r has no scenario $scenario: skipping it"
     fi
   done
-  [ "${#kept[@]}" -gt 0 ] || die "no selected run has a scenario $scenario; the names are in $OUT/*scenarios*.txt (client runs: ${CLIENT_SCENARIOS[*]})"
+  [ "${#kept[@]}" -gt 0 ] || die "no selected run has a scenario $scenario; the names are in $OUT/*scenarios*.txt (client: ${CLIENT_SCENARIOS[*]}; client-auth: ${CLIENT_AUTH_SCENARIOS[*]} ${CLIENT_AUTH_ALONE[*]})"
   runs=("${kept[@]}")
 fi
 
@@ -594,25 +626,28 @@ run_client() {
   esac
 }
 
-# clients BASE-ID ID: the client scenarios against the Go SDK's
-# everything-client (BASE-ID), then with mcpgw as the client (ID),
-# compared.
+# clients BASE-ID ID LIST TEMPLATE WHAT: the client scenarios named by the
+# arrays todo (with a baseline) and alone (without), against the Go SDK's
+# everything-client (BASE-ID), then with mcpgw as the client (ID, config
+# template TEMPLATE), compared using the list LIST of expected-failures.yaml.
+# WHAT names the scenarios in the titles.
 clients() {
-  local base="$OUT/$1" dir="$OUT/$2" t=$SECONDS s pid
-  local todo=("${CLIENT_SCENARIOS[@]}")
-  [ -z "$scenario" ] || todo=("$scenario")
+  local base="$OUT/$1" dir="$OUT/$2" list=$3 template=$4 what=$5 t=$SECONDS s pid
   mkdir -p "$base" "$dir"
+  : >>"$base/conformance.log" # read by the report even when only alone ran
+  if [ "${#todo[@]}" -gt 0 ]; then
+    echo
+    say "== $list baseline: the suite's $what against the Go SDK's everything-client"
+    say "   results: $base"
+    for s in "${todo[@]}"; do run_client "$base" "$s" "$EVERYTHING_CLIENT"; done
+    report client-baseline "conformance ($list baseline, the Go SDK's everything-client)" "$base" "$OUT/client-scenarios-2026.txt" "${todo[@]}"
+  fi
   echo
-  say "== client baseline: the suite's client scenarios against the Go SDK's everything-client"
-  say "   results: $base"
-  for s in "${todo[@]}"; do run_client "$base" "$s" "$EVERYTHING_CLIENT"; done
-  report client-baseline "conformance (client baseline, the Go SDK's everything-client)" "$base" "$OUT/client-scenarios-2026.txt" "${todo[@]}"
-  echo
-  say "== client: the same scenarios with mcpgw as the client (conformance/client-via-mcpgw.sh)"
+  say "== $list: the same $what with mcpgw as the client (conformance/client-via-mcpgw.sh)"
   say "   results: $dir"
-  for s in "${todo[@]}"; do
+  for s in ${todo[@]+"${todo[@]}"} ${alone[@]+"${alone[@]}"}; do
     CONFORMANCE_MCPGW=$MCPGW CONFORMANCE_DRIVER="$tmp/driver" CONFORMANCE_NODE=$NODE \
-      CONFORMANCE_TEMPLATE="$CONF_DIR/2026/gateway-client.yaml" CONFORMANCE_CLIENT_OUT="$dir/mcpgw" \
+      CONFORMANCE_TEMPLATE="$template" CONFORMANCE_CLIENT_OUT="$dir/mcpgw" \
       run_client "$dir" "$s" "$CONF_DIR/client-via-mcpgw.sh"
     # The wrapper stops its mcpgw; if the suite killed the wrapper first,
     # mcpgw may be left: stop it. (Never pid 0 or 1.)
@@ -622,9 +657,22 @@ clients() {
       stop_pid "$pid"
     fi
   done
-  report client "conformance (client: mcpgw as the client)" "$base" "$dir" "$EXPECTED" "$OUT/client-scenarios-2026.txt" "${todo[@]}"
+  report client "conformance ($list: mcpgw as the client)" "$list" "$base" "$dir" "$EXPECTED" "$OUT/client-scenarios-2026.txt" \
+    ${todo[@]+"${todo[@]}"} -- ${alone[@]+"${alone[@]}"}
   say "   each scenario's mcpgw.yaml and mcpgw.log: $dir/mcpgw/<scenario>/"
   say "   took $((SECONDS - t))s"
+}
+
+# pick SCENARIOS... -- ALONE...: sets todo and alone to the arrays given,
+# or, with --scenario, to the one scenario in whichever it is.
+pick() {
+  local cut
+  todo=() alone=()
+  for ((cut = 1; cut <= $#; cut++)); do [ "${!cut}" != -- ] || break; done
+  todo=("${@:1:cut-1}")
+  alone=("${@:cut+1}")
+  [ -n "$scenario" ] || return 0
+  if [[ " ${todo[*]} " == *" $scenario "* ]]; then todo=("$scenario") alone=(); else todo=() alone=("$scenario"); fi
 }
 
 # report ARGS...: runs report.cjs, keeps its last summary line, and notes a
@@ -657,7 +705,8 @@ if wants modern-stdio; then
   gateway h-modern-stdio modern-stdio stdio e-baseline-2026 2026 modern-stdio "$CONF_DIR/2026/gateway-stdio.yaml" true
 fi
 if wants client; then
-  clients i-client-baseline j-client
+  pick "${CLIENT_SCENARIOS[@]}" --
+  clients i-client-baseline j-client client "$CONF_DIR/2026/gateway-client.yaml" "client scenarios"
 fi
 if wants_tasks; then
   tasks_baseline k-tasks-baseline
@@ -667,6 +716,10 @@ if wants tasks-hosted; then
 fi
 if wants tasks-relay; then
   tasks_gateway m-tasks-relay tasks-relay k-tasks-baseline tasks-relay -tasks
+fi
+if wants client-auth; then
+  pick "${CLIENT_AUTH_SCENARIOS[@]}" -- "${CLIENT_AUTH_ALONE[@]}"
+  clients n-client-auth-baseline o-client-auth client-auth "$CONF_DIR/2026/gateway-client-oauth.yaml" "auth/* client scenarios"
 fi
 
 echo

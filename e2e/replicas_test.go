@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/e2e/fixtures/oauthas"
 	"github.com/mcpgw/mcpgw/internal/pgtest"
 )
 
@@ -455,4 +456,41 @@ func TestReplicas_Media(t *testing.T) {
 			t.Errorf("r%d: GET %s = %d, %d bytes (the server's: %v)", i+1, path, resp.StatusCode, len(body), bytes.Equal(body, want))
 		}
 	}
+}
+
+// TestReplicas_OAuth: an account connected through one replica is used by
+// the others: the sign-in a link of r1 starts completes on r2 (the link
+// and the state are sealed with the cluster's secret, the tokens are in
+// the shared database), and alice's calls through r1 reach the server with
+// her token.
+func TestReplicas_OAuth(t *testing.T) {
+	as, err := oauthas.Start(oauthas.Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { as.Close() })
+	const aliceKey = "e2e-replicas-oauth-alice"
+	rs := startReplicas(t, 2, fmt.Sprintf("auth:\n  api_keys:\n    - {principal: alice, key_sha256: %q}\n", hashToken(aliceKey)),
+		fmt.Sprintf("  - {name: notes, transport: http, url: %q, oauth: {}}\n", as.MCPURL()))
+	r1, r2 := rs.gs[0], rs.gs[1]
+	alice := dialOAuth(t, r1, aliceKey, "2025-11-25", false, nil)
+	waitOAuthTools(t, alice.cs, "mcp__notes__connect")
+	link := alice.wantConnect(t, "mcp__notes__connect")
+	if !strings.HasPrefix(link, r1.URL+"/oauth/start/") {
+		t.Fatalf("link %q is not r1's", link)
+	}
+	// The browser reaches r2 (behind an ingress, any replica).
+	visit(t, as.UserAgent("alice"), r2.URL+strings.TrimPrefix(link, r1.URL), http.StatusOK)
+	if n := connectedCount(t, r1); n != 1 {
+		t.Fatalf("r1 sees %d connected accounts, want 1", n)
+	}
+	// r1 lists the server once alice, connected, calls its connect tool.
+	if got := alice.call(t, "mcp__notes__connect"); !strings.Contains(got, "is connected") {
+		t.Fatalf("connect through r1 = %q", got)
+	}
+	waitOAuthTools(t, alice.cs, "mcp__notes__whoami")
+	if got := alice.call(t, "mcp__notes__whoami"); got != "alice" {
+		t.Fatalf("alice's call through r1 reached the server as %q", got)
+	}
+	r2.waitState(t, "notes", "running")
 }

@@ -29,6 +29,8 @@ type serverMeta struct {
 	// Scopes are the server's scopes_supported (RFC 9728).
 	Scopes []string
 	AS     *oauthex.AuthServerMeta
+	// Challenge is what the server said when it was discovered.
+	Challenge challenge
 }
 
 // challenge is what a server's 401 or 403 said (WWW-Authenticate).
@@ -118,10 +120,25 @@ func (c *Client) discover(ctx context.Context, srv config.Server, ch challenge, 
 			RegistrationEndpoint:  issuer + "/register",
 		}
 	}
-	m.AS = asm
+	m.AS, m.Challenge = asm, ch
 	c.meta.Add(key, m)
 	return m, nil
 }
+
+// discovered returns what discovery knows of srv, asking the server (a
+// probe) and its metadata only when nothing is cached: a sign-in link
+// opened again and again costs the server and its authorization server
+// nothing more.
+func (c *Client) discovered(ctx context.Context, srv config.Server) (*serverMeta, error) {
+	if m, ok := c.meta.Get(srv.Name + " " + srv.URL); ok {
+		return m, nil
+	}
+	return c.discover(ctx, srv, c.probe(ctx, srv), true)
+}
+
+// rediscover forgets what discovery knew of srv, after the server refused
+// a token: its authorization server may have changed.
+func (c *Client) rediscover(srv config.Server) { c.meta.Remove(srv.Name + " " + srv.URL) }
 
 type prmURL struct{ url, resource string }
 

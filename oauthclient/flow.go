@@ -102,11 +102,11 @@ func (c *Client) serveStart(w http.ResponseWriter, r *http.Request) {
 // begin makes the authorization request of l: discovery (the server's own
 // challenge, when it gives one), registration, PKCE and the sealed state.
 func (c *Client) begin(ctx context.Context, srv config.Server, l link) (authURL string, cookie *http.Cookie, err error) {
-	ch := c.probe(ctx, srv)
-	m, err := c.discover(ctx, srv, ch, true)
+	m, err := c.discovered(ctx, srv)
 	if err != nil {
 		return "", nil, err
 	}
+	ch := m.Challenge
 	reg, err := c.registration(ctx, srv, m)
 	if err != nil {
 		return "", nil, err

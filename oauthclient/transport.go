@@ -108,6 +108,7 @@ func (t *transport) perUser(req *http.Request, srv config.Server) (*http.Respons
 			}
 		}
 		t.c.dropToken(ctx, rec)
+		t.c.rediscover(srv)
 		return nil, t.needConnect(principal, nil, "the server no longer accepts your authorization")
 	case http.StatusForbidden:
 		ch := parseChallenge(resp.Header)
@@ -333,8 +334,7 @@ const (
 // provider the gateway and srv trust, for a token of srv's own (RFC 8693),
 // and stores it for principal.
 func (c *Client) exchange(ctx context.Context, srv config.Server, principal, credential string) (*tokenRecord, error) {
-	ch := c.probe(ctx, srv)
-	m, err := c.discover(ctx, srv, ch, ch.ResourceMetadata != "")
+	m, err := c.discovered(ctx, srv)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func (c *Client) exchange(ctx context.Context, srv config.Server, principal, cre
 	if err != nil {
 		return nil, err
 	}
-	asked := requestScopes(srv, m, ch, nil)
+	asked := requestScopes(srv, m, m.Challenge, nil)
 	asked = slices.DeleteFunc(asked, func(s string) bool { return s == "offline_access" })
 	form := url.Values{
 		"grant_type":           {grantTokenExchange},

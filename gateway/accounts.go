@@ -42,7 +42,7 @@ func connectTool(server string) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{
 		"name":        ConnectTool,
 		"title":       "Connect your " + server + " account",
-		"description": fmt.Sprintf("Connect your account at %s through the gateway. Call it to get a link to open in a browser; once connected, the server's own tools are listed.", server),
+		"description": fmt.Sprintf("Connect your account at %s through the gateway: call it to get a link to open in a browser (or, where the gateway exchanges your own sign-in for one of the server's, to connect at once). Once connected, the server's own tools are listed.", server),
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}},
 		"annotations": map[string]any{"readOnlyHint": true, "openWorldHint": true},
 	})

@@ -178,6 +178,17 @@ func (c *Client) probe(ctx context.Context, srv config.Server) challenge {
 		return parseChallenge(resp.Header)
 	}
 	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid != "" {
+		// The probe's session is of no use after it: end it.
+		defer func() {
+			if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, srv.URL, nil); err == nil {
+				req.Header.Set("Mcp-Session-Id", sid)
+				if resp, err := hc.Do(req); err == nil {
+					drain(resp)
+				}
+			}
+		}()
+	}
 	if resp, err = send(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, sid); err != nil {
 		return challenge{}
 	}

@@ -72,6 +72,9 @@ type Accounts interface {
 	// recognizes through NotConnected.
 	Disconnect(ctx context.Context, server, principal string) error
 	NotConnected(err error) bool
+	// Forget drops every token and registration kept for a server (it
+	// was deleted).
+	Forget(ctx context.Context, server string) error
 }
 
 // Options configures the admin API.

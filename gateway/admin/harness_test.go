@@ -104,6 +104,7 @@ type envOptions struct {
 	env      []string               // admin.stdio_env
 	cwd      []string               // admin.stdio_cwd
 	replicas func() []store.Replica // the cluster's, if not nil
+	accounts Accounts               // the OAuth client's, if not nil
 }
 
 // stdioCommands are the admin.stdio_commands of o.
@@ -155,6 +156,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		LookupEnv:     lookupEnv,
 		Logger:        slog.New(slog.NewTextHandler(ev.log, nil)),
 		Replicas:      o.replicas,
+		Accounts:      o.accounts,
 	}
 	if o.off {
 		opts.Tokens = nil

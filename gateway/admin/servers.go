@@ -522,6 +522,13 @@ func (a *API) deleteServer(c echo.Context) error {
 		}
 		return a.internal(c, "removing server "+quote(name), err)
 	}
+	if a.opts.Accounts != nil {
+		// Its principals' tokens and the gateway's registrations go
+		// with it: a server registered later under the name is another.
+		if err := a.opts.Accounts.Forget(ctx, name); err != nil {
+			a.logger.Warn("admin API: forgetting a deleted server's accounts failed", "server", name, "err", err)
+		}
+	}
 	a.logger.Info("server deleted through the admin API", "server", name)
 	return c.NoContent(http.StatusNoContent)
 }

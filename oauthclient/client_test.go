@@ -523,3 +523,38 @@ func TestTokenStaysWithItsServer(t *testing.T) {
 		t.Fatal("the token of the old origin is still kept")
 	}
 }
+
+// TestMetadataDocument: the gateway serves its client ID metadata document
+// at an https public URL (its URL is the client_id), and none otherwise.
+func TestMetadataDocument(t *testing.T) {
+	for _, tt := range []struct {
+		public string
+		status int
+	}{{"https://gw.example", 200}, {"http://127.0.0.1:8080", 404}} {
+		c, err := New(Options{PublicURL: tt.public, Secret: []byte(strings.Repeat("k", 32)), Store: newMemStore(),
+			Servers: func(string) (config.Server, bool) { return config.Server{}, false }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		c.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, MetadataDocumentPath, nil))
+		if rec.Code != tt.status {
+			t.Fatalf("%s: GET %s = %d, want %d", tt.public, MetadataDocumentPath, rec.Code, tt.status)
+		}
+		if tt.status != 200 {
+			continue
+		}
+		var doc struct {
+			ClientID     string   `json:"client_id"`
+			RedirectURIs []string `json:"redirect_uris"`
+			GrantTypes   []string `json:"grant_types"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.ClientID != tt.public+MetadataDocumentPath || len(doc.RedirectURIs) != 1 || doc.RedirectURIs[0] != tt.public+CallbackPath ||
+			!slices.Contains(doc.GrantTypes, "refresh_token") {
+			t.Errorf("document %s", rec.Body)
+		}
+	}
+}

@@ -74,16 +74,16 @@ type Options struct {
 // Client is the gateway's OAuth client of its upstream servers. It is safe
 // for concurrent use.
 type Client struct {
-	opts     Options
-	public   *url.URL
-	links    *seal.Sealer // connect links
-	states   *seal.Sealer // the state of an authorization request
-	vault    *seal.Sealer // stored tokens and registrations
-	logger   *slog.Logger
-	hc       *http.Client
-	now      func() time.Time
-	tokens   *expirable.LRU[tokenKey, *tokenRecord] // opened from the store
-	meta     *expirable.LRU[string, *serverMeta]    // discovery, by server and URL
+	opts   Options
+	public *url.URL
+	links  *seal.Sealer // connect links
+	states *seal.Sealer // the state of an authorization request
+	vault  *seal.Sealer // stored tokens and registrations
+	logger *slog.Logger
+	hc     *http.Client
+	now    func() time.Time
+	tokens *expirable.LRU[tokenKey, *tokenRecord] // opened from the store
+	meta   *expirable.LRU[string, *serverMeta]    // discovery, by server and URL
 	// refreshing serializes the refreshes of one token (by its key's
 	// hash): a bounded set of locks, however many principals.
 	refreshing [64]sync.Mutex

@@ -110,10 +110,12 @@ func (s *Server) AccountConnected(server, elicitationID string) {
 }
 
 // waitsForAccount reports whether st is a per-user server that lists only
-// ConnectTool: it is not running, has never been listed, and its last
-// error is the want of an account to list it with.
+// ConnectTool: one that is not running (its tools stay routable, as any
+// down server's): for want of an account to list it with, because the
+// one it had was refused, or for any other reason, where connecting is
+// still what a user can do.
 func (s *Server) waitsForAccount(st upstream.Status) bool {
-	if s.opts.Accounts == nil || st.State == upstream.StateRunning || len(st.Tools) > 0 || !st.Enabled {
+	if s.opts.Accounts == nil || st.State == upstream.StateRunning || !st.Enabled {
 		return false
 	}
 	sc := s.serverConfig(st.Name)

@@ -558,3 +558,19 @@ func TestMetadataDocument(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitsForAccount(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want bool
+	}{
+		{"server/discover: Post http://x/mcp: " + errNoCatalogAccount.Error(), true},
+		{`initialize: Post http://x/mcp: server "notes" ` + catalogRefused + ": the server no longer accepts your authorization", true},
+		{"dial tcp: connection refused", false},
+		{"", false},
+	} {
+		if got := WaitsForAccount(tt.text); got != tt.want {
+			t.Errorf("WaitsForAccount(%q) = %v", tt.text, got)
+		}
+	}
+}

@@ -54,8 +54,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // principal has an account connected at a per-user server.
 var errNoCatalogAccount = errors.New("no principal has connected an account yet; the gateway lists the server's tools once one has (until then it lists its connect tool)")
 
-// ErrNoAccount reports errNoCatalogAccount to callers that branch on it.
-func ErrNoAccount(err error) bool { return errors.Is(err, errNoCatalogAccount) }
+// catalogRefused starts the error of the gateway's own client whose
+// account the server refused.
+const catalogRefused = "refused the account the gateway lists it with"
+
+// WaitsForAccount reports whether a server's last error (its status's
+// text) says the gateway has no account to list it with, or the one it
+// had was refused: a principal's connected account revives it.
+func WaitsForAccount(errText string) bool {
+	return strings.Contains(errText, errNoCatalogAccount.Error()) || strings.Contains(errText, catalogRefused)
+}
 
 func (t *transport) perUser(req *http.Request, srv config.Server) (*http.Response, error) {
 	ctx := req.Context()
@@ -148,7 +156,7 @@ func (c *Client) usable(ctx context.Context, srv config.Server, principal string
 // to ask.
 func (t *transport) needConnect(principal string, scopes []string, reason string) error {
 	if t.principal == "" {
-		return fmt.Errorf("server %q refused the account the gateway lists it with: %s", t.server, reason)
+		return fmt.Errorf("server %q %s: %s", t.server, catalogRefused, reason)
 	}
 	if srv, ok := t.c.opts.Servers(t.server); ok && srv.GrantOf() == config.GrantTokenExchange {
 		// Nothing for the user to do: the next request exchanges

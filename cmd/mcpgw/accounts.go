@@ -103,7 +103,7 @@ func (r *reviving) Check(ctx context.Context, server, principal, credential stri
 		return err
 	}
 	st, ok := r.mgr.Server(server)
-	if !ok || !st.Enabled || st.ToolCount > 0 || (st.State != upstream.StateFailed && st.State != upstream.StateRestarting) {
+	if !ok || !st.Enabled || !oauthclient.WaitsForAccount(st.Error) || (st.State != upstream.StateFailed && st.State != upstream.StateRestarting) {
 		return nil
 	}
 	r.mu.Lock()

@@ -32,9 +32,10 @@ var _ Accounts = (*oauthclient.Client)(nil)
 // message and data hold the URL.
 const CodeConnectRequired = -31007
 
-// ConnectTool is the one tool a per-user server lists before any principal
-// has connected an account there (the gateway has no account to list its
-// tools with): calling it brings the connect URL.
+// ConnectTool is the one tool a per-user server lists while the gateway
+// cannot list it (no principal has connected an account to list it with
+// yet, that account was refused, or the server is down): calling it
+// brings the connect URL, or says the caller is connected.
 const ConnectTool = "connect"
 
 // connectTool is ConnectTool's definition.

@@ -147,6 +147,9 @@ type Config struct {
 	Sessions Sessions `yaml:"sessions"`
 	// Naming shapes the exposed names of tools and prompts.
 	Naming Naming `yaml:"naming"`
+	// Catalog sets how the merged tools are shown: all of them, or a
+	// search (see Catalog).
+	Catalog Catalog `yaml:"catalog"`
 	// PageSize is the number of items per page of tools/list, prompts/list,
 	// resources/list and resources/templates/list, from 1 to 10000; each
 	// page but the last carries an opaque nextCursor. If zero, the default,

@@ -30,6 +30,7 @@ func TestParseServer(t *testing.T) {
 		{"no transport", `{"name":"web","url":"https://e/mcp"}`, nil, []string{"transport: missing"}},
 		{"bad url", `{"name":"web","transport":"http","url":"ftp://e"}`, nil, []string{"url: "}},
 		{"bad name", `{"name":"Web Server","transport":"http","url":"https://e/mcp"}`, nil, []string{"name: "}},
+		{"reserved name", `{"name":"mcpgw","transport":"http","url":"https://e/mcp"}`, nil, []string{`name: "mcpgw" is reserved`}},
 		{"unset variable", `{"name":"web","transport":"http","url":"https://e/mcp","api_key":"${NOPE}"}`, nil, []string{"api_key: "}},
 		{"wrong type", `{"name":"web","transport":"http","url":"https://e/mcp","timeout":true}`, nil, []string{"timeout: "}},
 		{"not an object", `["a"]`, nil, []string{": must be a mapping"}},

@@ -237,6 +237,7 @@ func (c *Config) validateGateway() Problems {
 	}
 	c.validateCluster(add)
 	c.checkOAuthPublicURL(add)
+	c.validateCatalog(add)
 	if c.PublicURL != "" || listenOK { // else public_url has no default and listen's problem says why
 		if msg := checkPublicURL(c.PublicURL); msg != "" {
 			add("public_url", "%s", msg)
@@ -577,6 +578,9 @@ func ValidateServer(s *Server, path string, global Naming) Problems {
 	default:
 		if n := utf8.RuneCountInString(s.Name); n > maxNameLen {
 			add("name", "%q is %d characters long; the limit is %d", s.Name, n, maxNameLen)
+		}
+		if s.Name == ReservedServerName {
+			add("name", "%q is reserved for the gateway's own tools (mcp__%s__search_tools)", s.Name, ReservedServerName)
 		}
 		double := strings.Contains(s.Name, "__")
 		if double {

@@ -15,6 +15,9 @@ func (s *Server) toolsCall(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if res, err, handled := s.gatewayToolCall(ctx, req, name); handled {
+		return res, err
+	}
 	cat := s.cat.Load()
 	ref, ok := cat.toolNames.Lookup(name)
 	if !ok {

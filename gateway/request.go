@@ -77,6 +77,10 @@ type Request struct {
 	// credentials; a server gets the members its forward_headers name.
 	// Nil forwards none.
 	Header http.Header
+	// Exposure is what the client asked for through its endpoint URL
+	// (/mcp?exposure=all|search), on every request; "" for nothing (the
+	// gateway's catalog.exposure then).
+	Exposure string
 	// Credential is the client's bearer token when an identity provider's
 	// JWT authenticated it (see CredentialOf): what a server with oauth
 	// grant token_exchange exchanges for a token of its own. It is never

@@ -469,6 +469,7 @@ func (s *Server) dropSubscription(session string, key subKey) (last bool) {
 // its log level) and releases its per_session upstream sessions. Edges
 // call it when a session ends.
 func (s *Server) EndSession(session string) {
+	s.endSearchSession(session)
 	s.sessionsMu.Lock()
 	delete(s.sessions, session)
 	s.ended.Add(session, struct{}{})

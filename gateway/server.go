@@ -76,6 +76,10 @@ type Options struct {
 	// per-user servers (oauth grant authorization_code): a request of a
 	// principal without one there gets the URL to connect instead.
 	Accounts Accounts
+	// Catalog sets how tools/list shows the merged tools: all of them, or
+	// the gateway's search tools and what each client found (see
+	// search.go).
+	Catalog config.Catalog
 	// Logger receives the core's logs. Nil discards them.
 	Logger *slog.Logger
 	// Name and Version are the gateway's Implementation, sent to clients.
@@ -148,6 +152,7 @@ type Options struct {
 // Server is the gateway core. It is safe for concurrent use. Create it
 // with New and stop it with Close.
 type Server struct {
+	search   searchState
 	opts     Options
 	logger   *slog.Logger
 	info     Info
@@ -353,6 +358,7 @@ func New(opts Options) (*Server, error) {
 		replica:  cmp.Or(opts.Replica, newReplicaID()),
 	}
 	s.subs.init()
+	s.search.init()
 	s.tasks.init()
 	s.relay.init()
 	s.logs.init()
@@ -383,7 +389,9 @@ func New(opts Options) (*Server, error) {
 		Capabilities: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}`),
 	}
 	s.rebuildMu.Lock()
-	s.cat.Store(s.buildLocked(1))
+	first := s.buildLocked(1)
+	s.indexTools(first.tools)
+	s.cat.Store(first)
 	s.rebuildMu.Unlock()
 	s.stopWatch = opts.Upstreams.Watch(s.onEvent)
 	s.stopReqs = opts.Upstreams.HandleRequests(s.serverRequest)
@@ -590,6 +598,9 @@ func (s *Server) rebuild() {
 	if len(changed) == 0 {
 		next.version = old.version
 	}
+	if slices.Contains(changed, "tools") {
+		s.indexTools(next.tools)
+	}
 	s.cat.Store(next)
 	s.rebuildMu.Unlock()
 	if len(changed) > 0 {
@@ -721,6 +732,13 @@ func (s *Server) handle(ctx context.Context, req *Request) (*Result, error) {
 	case "ping":
 		return complete(json.RawMessage(`{}`)), nil
 	case "tools/list":
+		exposure, err := s.exposure(req)
+		if err != nil {
+			return nil, err
+		}
+		if exposure == config.ExposureSearch {
+			return s.searchList(req)
+		}
 		return s.serveList(req, "tools/list", s.cat.Load().tools)
 	case "prompts/list":
 		return s.serveList(req, "prompts/list", s.cat.Load().prompts)

@@ -190,6 +190,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		CallTimeout:         time.Duration(cfg.CallTimeout),
 		Servers:             cfg.Servers,
 		Naming:              cfg.Naming,
+		Catalog:             cfg.Catalog,
 		Resources:           cfg.Resources,
 		PageSize:            cfg.PageSize,
 		ListChangedDebounce: time.Duration(cfg.ListChangedDebounce),

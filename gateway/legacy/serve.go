@@ -336,7 +336,7 @@ func (h *Handler) begin(r *http.Request, s *session, m *jsonrpc.Message) (*call,
 	// basic/transports): the call outlives the request's context.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	c := &call{id: m.ID, method: m.Method, ctx: ctx, cancel: cancel, baseURL: front.ForwardedBaseURL(r, h.opts.TrustedProxies), groups: groupsOf(r, s.principal), header: front.Forwardable(r.Header),
-		credential: gateway.CredentialOf(r.Header, s.principal)}
+		credential: gateway.CredentialOf(r.Header, s.principal), exposure: r.URL.Query().Get("exposure")}
 	s.calls[key] = c
 	s.lastActive = time.Now()
 	h.calls.Add(1)
@@ -387,6 +387,7 @@ func (h *Handler) run(s *session, c *call, params json.RawMessage, openLocked fu
 		BaseURL:    c.baseURL,
 		Header:     c.header,
 		Credential: c.credential,
+		Exposure:   c.exposure,
 		Cancel:     c.cancel, // run answers by what Handle returns, whatever the cause
 		// What outlives the request (resources/updated after a subscribe)
 		// goes on the session's standalone GET stream, like list_changed.

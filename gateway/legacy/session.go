@@ -99,6 +99,8 @@ type call struct {
 	header http.Header
 	// credential is the client's JWT, for token exchange (gateway.CredentialOf).
 	credential string
+	// exposure is what the client's endpoint URL asks for (?exposure=).
+	exposure string
 	// groups are the groups of the request's principal, as the auth
 	// layer named them for this request (see groupsOf).
 	groups []string

@@ -118,6 +118,7 @@ type Handler struct {
 	// waits for them.
 	work      sync.WaitGroup
 	stopWatch func()
+	stopFound func()
 	closed    chan struct{} // closed by Close: listens end
 	closeOnce sync.Once
 }
@@ -165,6 +166,7 @@ func New(opts Options) (*Handler, error) {
 		closed:    make(chan struct{}),
 	}
 	h.stopWatch = h.core.Watch(h.listChanged)
+	h.stopFound = h.core.WatchFound(h.foundTools)
 	return h, nil
 }
 
@@ -179,6 +181,7 @@ func (h *Handler) Close(ctx context.Context) error {
 		h.closing = true
 		h.mu.Unlock()
 		h.stopWatch()
+		h.stopFound()
 		close(h.closed)
 	})
 	done := make(chan struct{})
@@ -321,6 +324,7 @@ func (h *Handler) coreRequest(r *http.Request, req *request) *gateway.Request {
 		BaseURL:    front.ForwardedBaseURL(r, h.opts.TrustedProxies),
 		Header:     front.Forwardable(r.Header),
 		Credential: gateway.CredentialOf(r.Header, req.principal),
+		Exposure:   r.URL.Query().Get("exposure"),
 	}
 }
 

@@ -257,6 +257,19 @@ func (h *Handler) listChanged(ch gateway.Change) {
 	}
 }
 
+// foundTools tells principal's listen streams that asked for tools
+// list_changed that their tools/list changed: in search mode, one of
+// their clients found tools.
+func (h *Handler) foundTools(principal string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.listens {
+		if l.principal == principal && l.filter.ToolsListChanged {
+			l.sendLocked("notifications/tools/list_changed", nil)
+		}
+	}
+}
+
 // listenKey returns a fresh name for a listen's session in the core.
 func listenKey() string {
 	var b [12]byte

@@ -1,0 +1,432 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/toolsearch"
+)
+
+// The search exposure. A client in search mode (config catalog.exposure,
+// its endpoint URL's ?exposure=, or catalog.search_groups) gets in
+// tools/list only the gateway's own two tools and the tools it found:
+//
+//	tools/list ─► search_tools, call_tool, + the tools this client found
+//	search_tools {query, limit} ─► the best visible matches, in full ─► they
+//	      join the client's list: list_changed (a session's stream, or a
+//	      2026-07-28 principal's listen streams)
+//	call_tool {name, arguments} ─► tools/call of name, as if called directly
+//
+// The index follows the merged catalog: a server whose listed tools
+// changed is indexed again, one that left is dropped.
+
+// The gateway's own tools' names, in its own namespace
+// (<prefix><sep>mcpgw<sep><name>; the server name mcpgw is reserved).
+const (
+	searchToolsName = "search_tools"
+	callToolName    = "call_tool"
+)
+
+// activationTTL is how long a client keeps the tools it found without
+// searching again.
+const activationTTL = time.Hour
+
+// maxActivated bounds the tools one client may have found; the oldest go
+// first.
+const maxActivated = 200
+
+type searchState struct {
+	index toolsearch.Index
+
+	mu sync.Mutex
+	// sums are the hashes of the servers' listed tools as indexed.
+	sums map[string]uint64
+	// found are the exposed names a client found, oldest first, by owner:
+	// "s:"+session for a session, "p:"+principal for a 2026-07-28 client.
+	found *expirable.LRU[string, []string]
+	// watchers hear that a principal's 2026-07-28 clients found tools.
+	watchers map[int]func(principal string)
+	nextW    int
+}
+
+func (ss *searchState) init() {
+	ss.sums = map[string]uint64{}
+	ss.found = expirable.NewLRU[string, []string](10000, nil, activationTTL)
+	ss.watchers = map[int]func(string){}
+}
+
+// indexTools brings the index up to l, the merged tools list: only the
+// servers whose tools changed are indexed again. Called with rebuildMu
+// held.
+func (s *Server) indexTools(l *list) {
+	byServer := map[string][]toolsearch.Tool{}
+	sums := map[string]uint64{}
+	for _, it := range l.items {
+		byServer[it.server] = append(byServer[it.server], toolsearch.Tool{Name: it.key, Server: it.server, Raw: it.raw})
+	}
+	for server, tools := range byServer {
+		h := fnv.New64a()
+		for _, t := range tools {
+			h.Write(t.Raw)
+			h.Write([]byte{0})
+		}
+		sums[server] = h.Sum64()
+	}
+	ss := &s.search
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for server := range ss.sums {
+		if _, ok := sums[server]; !ok {
+			ss.index.RemoveServer(server)
+			delete(ss.sums, server)
+		}
+	}
+	for server, sum := range sums {
+		if old, ok := ss.sums[server]; ok && old == sum {
+			continue
+		}
+		if err := ss.index.SetServer(server, byServer[server]); err != nil {
+			s.logger.Warn("indexing a server's tools for search failed", "server", server, "err", err)
+			continue
+		}
+		ss.sums[server] = sum
+	}
+}
+
+// exposure returns req's exposure, or an error for one its client asked
+// for that does not exist.
+func (s *Server) exposure(req *Request) (string, error) {
+	if req.Exposure != "" {
+		if why := config.ValidExposure(req.Exposure); why != "" {
+			return "", invalidParams("%s: fix the ?exposure= of your MCP endpoint URL", why)
+		}
+	}
+	return s.opts.Catalog.ExposureFor(req.Groups, req.Exposure), nil
+}
+
+// gatewayToolName is the exposed name of one of the gateway's own tools.
+func (s *Server) gatewayToolName(name string) string {
+	prefix, sep := s.opts.Naming.Prefix, s.opts.Naming.Separator
+	if prefix == "" {
+		prefix = config.DefaultPrefix
+	}
+	if sep == "" {
+		sep = config.DefaultSeparator
+	}
+	return prefix + sep + config.ReservedServerName + sep + name
+}
+
+// searchOwner is who the tools req's client finds belong to: its session,
+// or, for a 2026-07-28 client (no session), its principal.
+func searchOwner(req *Request) string {
+	if req.Session != "" && !modernClient(req) {
+		return "s:" + req.Session
+	}
+	return "p:" + req.Principal
+}
+
+// gatewayTools returns the definitions of the gateway's own tools.
+func (s *Server) gatewayTools() []json.RawMessage {
+	limit := s.searchLimit()
+	search, _ := json.Marshal(map[string]any{
+		"name":  s.gatewayToolName(searchToolsName),
+		"title": "Search the gateway's tools",
+		"description": "Find the tools for a task among all the tools this gateway offers (from many servers). " +
+			"Describe what you want to do in plain words. Returns the best matches with their full definitions; " +
+			"they are added to your tool list, or call one at once with " + s.gatewayToolName(callToolName) + ".",
+		"inputSchema": map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"query": map[string]any{"type": "string", "description": "What you want to do, e.g. \"open pull requests of a repository\"."},
+				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": config.MaxSearchLimit, "description": fmt.Sprintf("How many tools to return (default %d).", limit)},
+			},
+			"required": []string{"query"},
+		},
+		"annotations": map[string]any{"readOnlyHint": true, "openWorldHint": false},
+	})
+	call, _ := json.Marshal(map[string]any{
+		"name":  s.gatewayToolName(callToolName),
+		"title": "Call a tool found by search",
+		"description": "Call any tool of this gateway by the name " + s.gatewayToolName(searchToolsName) +
+			" gave, with its arguments. Use it when your tool list does not show the tool yet.",
+		"inputSchema": map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"name":      map[string]any{"type": "string", "description": "The tool's name, as search_tools gave it."},
+				"arguments": map[string]any{"type": "object", "description": "The tool's arguments, as its inputSchema describes them."},
+			},
+			"required": []string{"name"},
+		},
+	})
+	return []json.RawMessage{search, call}
+}
+
+func (s *Server) searchLimit() int {
+	if n := s.opts.Catalog.SearchLimit; n > 0 {
+		return n
+	}
+	return config.DefaultSearchLimit
+}
+
+// searchList serves tools/list in search mode: the gateway's tools and
+// those the client found (still listed, and still allowed to it).
+func (s *Server) searchList(req *Request) (*Result, error) {
+	if raw, ok, _ := rawjson.Get(req.Params, "cursor"); ok && string(raw) != "null" {
+		return nil, invalidParams("invalid cursor: in search mode tools/list is one page and issued no cursor; call it without one")
+	}
+	l := s.cat.Load().tools
+	if modernClient(req) {
+		l = l.modern()
+	}
+	items := make([]item, 0, 8)
+	for _, raw := range s.gatewayTools() {
+		items = append(items, item{raw: raw})
+	}
+	s.search.mu.Lock()
+	found, _ := s.search.found.Get(searchOwner(req))
+	s.search.mu.Unlock()
+	for _, name := range found {
+		if it, ok := l.lookup(name); ok && s.acl.allows(req.Principal, req.Groups, kindTool, it.server, name) {
+			items = append(items, it)
+		}
+	}
+	return complete(encodePage("tools", items, "")), nil
+}
+
+// lookup returns the item named key.
+func (l *list) lookup(key string) (item, bool) {
+	i, ok := sortSearch(l.items, key)
+	if !ok {
+		return item{}, false
+	}
+	return l.items[i], true
+}
+
+func sortSearch(items []item, key string) (int, bool) {
+	lo, hi := 0, len(items)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if items[m].key < key {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(items) && items[lo].key == key
+}
+
+// searchTools serves search_tools: the visible tools that best match the
+// query, in full (structured content and text), which join the client's
+// tool list.
+func (s *Server) searchTools(req *Request, args json.RawMessage) (*Result, error) {
+	var in struct {
+		Query string `json:"query"`
+		Limit *int   `json:"limit"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil {
+		return nil, invalidParams("%s needs arguments {query: string, limit: integer}", s.gatewayToolName(searchToolsName))
+	}
+	limit := s.searchLimit()
+	if in.Limit != nil {
+		if *in.Limit < 1 || *in.Limit > config.MaxSearchLimit {
+			return nil, invalidParams("limit must be from 1 to %d", config.MaxSearchLimit)
+		}
+		limit = *in.Limit
+	}
+	l := s.cat.Load().tools
+	if modernClient(req) {
+		l = l.modern()
+	}
+	hits, err := s.search.index.Search(in.Query, limit, func(name string) bool {
+		it, ok := l.lookup(name)
+		return ok && s.acl.allows(req.Principal, req.Groups, kindTool, it.server, name)
+	})
+	if err != nil {
+		return nil, invalidParams("%s: %v", s.gatewayToolName(searchToolsName), err)
+	}
+	var tools []json.RawMessage
+	var names []string
+	for _, h := range hits {
+		if it, ok := l.lookup(h.Name); ok {
+			tools = append(tools, it.raw)
+			names = append(names, h.Name)
+		}
+	}
+	if s.activate(req, names) {
+		s.toolsChangedFor(req)
+	}
+	return complete(searchResult(tools, names)), nil
+}
+
+// searchResult is search_tools' result: the tools as structured content
+// ({"tools":[...]}) and as text, a line per tool and the definitions.
+func searchResult(tools []json.RawMessage, names []string) json.RawMessage {
+	var text strings.Builder
+	if len(tools) == 0 {
+		text.WriteString("No tool matches. Try other words.")
+	} else {
+		fmt.Fprintf(&text, "%d tools found; they are now in your tool list (call them by name), or use call_tool:\n", len(tools))
+		for _, n := range names {
+			text.WriteString("- " + n + "\n")
+		}
+		text.WriteString("\nDefinitions:\n")
+	}
+	var arr bytes.Buffer
+	arr.WriteByte('[')
+	for i, t := range tools {
+		if i > 0 {
+			arr.WriteByte(',')
+		}
+		arr.Write(t)
+	}
+	arr.WriteByte(']')
+	if len(tools) > 0 {
+		text.Write(arr.Bytes())
+	}
+	out := []byte(`{"content":[{"type":"text","text":`)
+	out = rawjson.AppendString(out, text.String())
+	out = append(out, `}],"structuredContent":{"tools":`...)
+	out = append(out, arr.Bytes()...)
+	return append(out, `}}`...)
+}
+
+// activate adds names to what req's client found, and reports whether
+// that changed its list.
+func (s *Server) activate(req *Request, names []string) bool {
+	if len(names) == 0 {
+		return false
+	}
+	owner := searchOwner(req)
+	s.search.mu.Lock()
+	defer s.search.mu.Unlock()
+	found, _ := s.search.found.Get(owner)
+	have := make(map[string]bool, len(found))
+	for _, n := range found {
+		have[n] = true
+	}
+	changed := false
+	next := append([]string(nil), found...)
+	for _, n := range names {
+		if !have[n] {
+			next = append(next, n)
+			have[n] = true
+			changed = true
+		}
+	}
+	if len(next) > maxActivated {
+		next = next[len(next)-maxActivated:]
+	}
+	s.search.found.Add(owner, next) // also renews the TTL
+	return changed
+}
+
+// toolsChangedFor tells req's client that its tool list changed: a
+// session on its stream, a 2026-07-28 client through its principal's
+// listen streams (WatchFound).
+func (s *Server) toolsChangedFor(req *Request) {
+	if !modernClient(req) {
+		if req.SessionNotify != nil {
+			req.SessionNotify("notifications/tools/list_changed", nil)
+		}
+		return
+	}
+	s.search.mu.Lock()
+	ws := make([]func(string), 0, len(s.search.watchers))
+	for _, w := range s.search.watchers {
+		ws = append(ws, w)
+	}
+	s.search.mu.Unlock()
+	for _, w := range ws {
+		w(req.Principal)
+	}
+}
+
+// WatchFound calls fn when a principal's 2026-07-28 clients found tools
+// in search mode (their tools/list changed), until stop is called. fn
+// must not block for long.
+func (s *Server) WatchFound(fn func(principal string)) (stop func()) {
+	s.search.mu.Lock()
+	defer s.search.mu.Unlock()
+	id := s.search.nextW
+	s.search.nextW++
+	s.search.watchers[id] = fn
+	return func() {
+		s.search.mu.Lock()
+		defer s.search.mu.Unlock()
+		delete(s.search.watchers, id)
+	}
+}
+
+// EndSearchSession forgets what a session found (it ended).
+func (s *Server) endSearchSession(session string) {
+	s.search.mu.Lock()
+	s.search.found.Remove("s:" + session)
+	s.search.mu.Unlock()
+}
+
+// gatewayToolCall serves a tools/call of one of the gateway's own tools;
+// handled is false for any other tool.
+func (s *Server) gatewayToolCall(ctx context.Context, req *Request, name string) (res *Result, err error, handled bool) {
+	switch name {
+	case s.gatewayToolName(searchToolsName):
+		args, _, _ := rawjson.Get(req.Params, "arguments")
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		res, err := s.searchTools(req, args)
+		return res, err, true
+	case s.gatewayToolName(callToolName):
+		res, err := s.callTool(ctx, req)
+		return res, err, true
+	}
+	return nil, nil, false
+}
+
+// callTool serves call_tool: a tools/call of the named tool with the
+// arguments, as if the client had called it directly (routing, access
+// rules, tasks, media links and telemetry alike).
+func (s *Server) callTool(ctx context.Context, req *Request) (*Result, error) {
+	args, _, _ := rawjson.Get(req.Params, "arguments")
+	var in struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if len(args) == 0 || json.Unmarshal(args, &in) != nil || in.Name == "" {
+		return nil, invalidParams("%s needs arguments {name: string, arguments: object}", s.gatewayToolName(callToolName))
+	}
+	if in.Name == s.gatewayToolName(callToolName) || in.Name == s.gatewayToolName(searchToolsName) {
+		return nil, invalidParams("%s calls the servers' tools, not the gateway's own", s.gatewayToolName(callToolName))
+	}
+	if len(in.Arguments) == 0 || string(in.Arguments) == "null" {
+		in.Arguments = json.RawMessage(`{}`)
+	} else if in.Arguments[0] != '{' {
+		return nil, invalidParams("%s: arguments must be an object", s.gatewayToolName(callToolName))
+	}
+	params := []byte(`{"name":`)
+	params = rawjson.AppendString(params, in.Name)
+	params = append(params, `,"arguments":`...)
+	params = append(params, in.Arguments...)
+	// The call's own _meta (progress token, task) goes with it.
+	if meta, ok, _ := rawjson.Get(req.Params, "_meta"); ok {
+		params = append(params, `,"_meta":`...)
+		params = append(params, meta...)
+	}
+	if task, ok, _ := rawjson.Get(req.Params, "task"); ok {
+		params = append(params, `,"task":`...)
+		params = append(params, task...)
+	}
+	params = append(params, '}')
+	inner := *req
+	inner.Params = params
+	return s.toolsCall(ctx, &inner)
+}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -52,17 +52,41 @@ type searchState struct {
 	// sums are the hashes of the servers' listed tools as indexed.
 	sums map[string]uint64
 	// found are the exposed names a client found, oldest first, by owner:
-	// "s:"+session for a session, "p:"+principal for a 2026-07-28 client.
-	found *expirable.LRU[string, []string]
+	// "s:"+session for a session, "p:"+principal for a 2026-07-28 client;
+	// bounded, and each expires activationTTL after its last search.
+	found *lru.Cache[string, foundTools]
 	// watchers hear that a principal's 2026-07-28 clients found tools.
 	watchers map[int]func(principal string)
 	nextW    int
 }
 
+// foundTools are the tools one client found.
+type foundTools struct {
+	names   []string
+	expires time.Time
+}
+
+// maxFinders bounds the clients whose finds are kept.
+const maxFinders = 10000
+
 func (ss *searchState) init() {
 	ss.sums = map[string]uint64{}
-	ss.found = expirable.NewLRU[string, []string](10000, nil, activationTTL)
+	ss.found, _ = lru.New[string, foundTools](maxFinders)
 	ss.watchers = map[int]func(string){}
+}
+
+// foundBy returns what owner found and has not expired. Called with mu
+// held.
+func (ss *searchState) foundBy(owner string) []string {
+	f, ok := ss.found.Get(owner)
+	if !ok {
+		return nil
+	}
+	if time.Now().After(f.expires) {
+		ss.found.Remove(owner)
+		return nil
+	}
+	return f.names
 }
 
 // indexTools brings the index up to l, the merged tools list: only the
@@ -193,7 +217,7 @@ func (s *Server) searchList(req *Request) (*Result, error) {
 		items = append(items, item{raw: raw})
 	}
 	s.search.mu.Lock()
-	found, _ := s.search.found.Get(searchOwner(req))
+	found := s.search.foundBy(searchOwner(req))
 	s.search.mu.Unlock()
 	for _, name := range found {
 		if it, ok := l.lookup(name); ok && s.acl.allows(req.Principal, req.Groups, kindTool, it.server, name) {
@@ -309,7 +333,7 @@ func (s *Server) activate(req *Request, names []string) bool {
 	owner := searchOwner(req)
 	s.search.mu.Lock()
 	defer s.search.mu.Unlock()
-	found, _ := s.search.found.Get(owner)
+	found := s.search.foundBy(owner)
 	have := make(map[string]bool, len(found))
 	for _, n := range found {
 		have[n] = true
@@ -326,7 +350,7 @@ func (s *Server) activate(req *Request, names []string) bool {
 	if len(next) > maxActivated {
 		next = next[len(next)-maxActivated:]
 	}
-	s.search.found.Add(owner, next) // also renews the TTL
+	s.search.found.Add(owner, foundTools{names: next, expires: time.Now().Add(activationTTL)})
 	return changed
 }
 

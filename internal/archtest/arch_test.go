@@ -63,6 +63,9 @@ var allowed = map[string][]string{
 	// imports nothing of ours, not even the SDK: it is the floor.
 	"bench/mcpgw-bench": {},
 	"bench/floorserver": {},
+	// The tool search benchmark's recorder speaks raw JSON-RPC to the
+	// servers it records.
+	"bench/toolsearch/record": {},
 
 	// The client of scripts/conformance.sh's client scenarios: a black box
 	// user of mcpgw, like e2e.

@@ -64,6 +64,11 @@ var allowed = map[string][]string{
 	// imports nothing of ours, not even the SDK: it is the floor.
 	"bench/mcpgw-bench": {},
 	"bench/floorserver": {},
+	// The tool search benchmark: its measuring program names tools as the
+	// gateway does and renames them the way the catalog does; its recorder
+	// speaks raw JSON-RPC to the servers it records.
+	"bench/toolsearch/measure": {"naming", "internal/rawjson"},
+	"bench/toolsearch/record":  {},
 
 	// The client of scripts/conformance.sh's client scenarios: a black box
 	// user of mcpgw, like e2e.

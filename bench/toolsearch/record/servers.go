@@ -1,0 +1,52 @@
+package main
+
+// servers is the recorded part of the catalog. Every credential here is a
+// dummy: the servers only have to start and list their tools.
+var servers = []server{
+	// The reference servers.
+	{Name: "everything", Package: "@modelcontextprotocol/server-everything", Version: "2026.8.31"},
+	{Name: "filesystem", Package: "@modelcontextprotocol/server-filesystem", Version: "2026.8.31", Args: []string{"{home}"}},
+	{Name: "memory", Package: "@modelcontextprotocol/server-memory", Version: "2026.8.31", Env: []string{"MEMORY_FILE_PATH={home}/memory.jsonl"}},
+	{Name: "sequential-thinking", Package: "@modelcontextprotocol/server-sequential-thinking", Version: "2026.8.31"},
+	{Name: "github", Package: "@modelcontextprotocol/server-github", Version: "2025.4.8", Env: []string{"GITHUB_PERSONAL_ACCESS_TOKEN=dummy"}},
+	{Name: "gitlab", Package: "@modelcontextprotocol/server-gitlab", Version: "2025.4.25", Env: []string{"GITLAB_PERSONAL_ACCESS_TOKEN=dummy", "GITLAB_API_URL=https://gitlab.invalid/api/v4"}},
+	{Name: "slack", Package: "@modelcontextprotocol/server-slack", Version: "2025.4.25", Env: []string{"SLACK_BOT_TOKEN=xoxb-dummy", "SLACK_TEAM_ID=T00000000"}},
+	{Name: "google-maps", Package: "@modelcontextprotocol/server-google-maps", Version: "0.6.2", Env: []string{"GOOGLE_MAPS_API_KEY=dummy"}},
+	{Name: "puppeteer", Package: "@modelcontextprotocol/server-puppeteer", Version: "2025.5.12"},
+	{Name: "brave-search", Package: "@modelcontextprotocol/server-brave-search", Version: "0.6.2", Env: []string{"BRAVE_API_KEY=dummy"}},
+	{Name: "postgres", Package: "@modelcontextprotocol/server-postgres", Version: "0.6.2", Args: []string{"postgresql://bench@127.0.0.1:1/bench"}},
+	{Name: "gdrive", Package: "@modelcontextprotocol/server-gdrive", Version: "2025.1.14", Env: []string{"GDRIVE_CREDENTIALS_PATH={home}/gdrive-credentials.json"}, Files: map[string]string{"gdrive-credentials.json": `{"access_token":"dummy","token_type":"Bearer"}`}},
+	{Name: "everart", Package: "@modelcontextprotocol/server-everart", Version: "0.6.2", Env: []string{"EVERART_API_KEY=dummy"}},
+	{Name: "aws-kb-retrieval", Package: "@modelcontextprotocol/server-aws-kb-retrieval", Version: "0.6.2", Env: []string{"AWS_ACCESS_KEY_ID=dummy", "AWS_SECRET_ACCESS_KEY=dummy", "AWS_REGION=us-east-1"}},
+
+	// Vendors' and others' servers.
+	{Name: "playwright", Package: "@playwright/mcp", Version: "0.0.83"},
+	{Name: "chrome-devtools", Package: "chrome-devtools-mcp", Version: "1.11.0", Bin: "chrome-devtools-mcp"},
+	{Name: "notion", Package: "@notionhq/notion-mcp-server", Version: "2.5.2", Env: []string{"NOTION_TOKEN=ntn_dummy"}},
+	{Name: "sentry", Package: "@sentry/mcp-server", Version: "0.39.0", Args: []string{"--access-token=dummy"}},
+	{Name: "firecrawl", Package: "firecrawl-mcp", Version: "3.26.0", Env: []string{"FIRECRAWL_API_KEY=fc-dummy"}},
+	{Name: "context7", Package: "@upstash/context7-mcp", Version: "4.1.1"},
+	{Name: "stripe", Package: "@stripe/mcp", Version: "0.2.5", Args: []string{"--tools=all", "--api-key=sk_test_dummy"}},
+	{Name: "mongodb", Package: "mongodb-mcp-server", Version: "3.0.4"},
+	{Name: "tavily", Package: "tavily-mcp", Version: "0.2.22", Env: []string{"TAVILY_API_KEY=tvly-dummy"}},
+	{Name: "circleci", Package: "@circleci/mcp-server-circleci", Version: "0.20.0", Env: []string{"CIRCLECI_TOKEN=dummy"}},
+	{Name: "desktop-commander", Package: "@wonderwhy-er/desktop-commander", Version: "0.2.52", Bin: "desktop-commander"},
+	{Name: "kubernetes", Package: "mcp-server-kubernetes", Version: "4.1.7"},
+	{Name: "airtable", Package: "airtable-mcp-server", Version: "1.14.0", Env: []string{"AIRTABLE_API_KEY=dummy"}},
+	{Name: "linear", Package: "@tacticlaunch/mcp-linear", Version: "1.4.3", Env: []string{"LINEAR_API_TOKEN=lin_api_dummy"}},
+	{Name: "jira", Package: "@aashari/mcp-server-atlassian-jira", Version: "3.3.0", Env: []string{"ATLASSIAN_SITE_NAME=example", "ATLASSIAN_USER_EMAIL=bench@example.com", "ATLASSIAN_API_TOKEN=dummy"}},
+	{Name: "airbnb", Package: "@openbnb/mcp-server-airbnb", Version: "0.3.0"},
+	{Name: "git", Package: "@cyanheads/git-mcp-server", Version: "2.15.3"},
+	{Name: "hubspot", Package: "@hubspot/mcp-server", Version: "0.4.0", Env: []string{"PRIVATE_APP_ACCESS_TOKEN=dummy"}},
+	{Name: "datadog", Package: "@winor30/mcp-server-datadog", Version: "1.8.0", Env: []string{"DATADOG_API_KEY=dummy", "DATADOG_APP_KEY=dummy"}},
+	{Name: "exa", Package: "exa-mcp-server", Version: "3.4.1", Env: []string{"EXA_API_KEY=dummy"}},
+	{Name: "figma", Package: "figma-developer-mcp", Version: "0.13.2", Args: []string{"--stdio", "--figma-api-key=dummy"}},
+	{Name: "charts", Package: "@antv/mcp-server-chart", Version: "0.9.10"},
+	{Name: "youtube-transcript", Package: "@kimtaeyoon83/mcp-server-youtube-transcript", Version: "0.1.1"},
+	{Name: "elasticsearch", Package: "@elastic/mcp-server-elasticsearch", Version: "0.3.1", Env: []string{"ES_URL=http://127.0.0.1:1", "ES_API_KEY=dummy"}},
+	{Name: "discord", Package: "mcp-discord", Version: "1.3.4", Env: []string{"DISCORD_TOKEN=dummy"}},
+	{Name: "monday", Package: "@mondaydotcomorg/monday-api-mcp", Version: "3.3.0", Args: []string{"-t", "dummy"}},
+	{Name: "perplexity", Package: "@perplexity-ai/mcp-server", Version: "1.2.1", Env: []string{"PERPLEXITY_API_KEY=pplx-dummy"}},
+	{Name: "shopify-dev", Package: "@shopify/dev-mcp", Version: "1.16.0"},
+	{Name: "netlify", Package: "@netlify/mcp", Version: "1.15.1"},
+}

@@ -67,7 +67,7 @@ var allowed = map[string][]string{
 	// The tool search benchmark: its measuring program names tools as the
 	// gateway does and renames them the way the catalog does; its recorder
 	// speaks raw JSON-RPC to the servers it records.
-	"bench/toolsearch/measure": {"naming", "internal/rawjson"},
+	"bench/toolsearch/measure": {"naming", "toolsearch", "internal/rawjson"},
 	"bench/toolsearch/record":  {},
 
 	// The client of scripts/conformance.sh's client scenarios: a black box

@@ -7,10 +7,11 @@ import (
 	"unicode"
 )
 
-// rankers are the rankers -ranker can name, each built from the catalog.
-// A real tool search is added here.
+// rankers are the rankers -ranker can name, each built from the catalog:
+// the baseline, and the gateway's own (toolsearch).
 var rankers = map[string]func(*catalog) Ranker{
-	"baseline": func(c *catalog) Ranker { return newBaseline(c) },
+	"baseline":   func(c *catalog) Ranker { return newBaseline(c) },
+	"toolsearch": func(c *catalog) Ranker { return newIndexed(c) },
 }
 
 // baseline ranks tools by the words they share with the request, each

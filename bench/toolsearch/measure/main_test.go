@@ -69,7 +69,7 @@ func TestRun_Errors(t *testing.T) {
 		wantCode int
 		wantErr  string
 	}{
-		{"unknown ranker", []string{"-ranker", "magic"}, 2, `unknown -ranker "magic" (have baseline)`},
+		{"unknown ranker", []string{"-ranker", "magic"}, 2, `unknown -ranker "magic" (have baseline, toolsearch)`},
 		{"argument", []string{"extra"}, 2, `unexpected argument "extra"`},
 		{"bad search listing", append(data, "-search-list", bad), 1, bad + `: want a tools/list result with a non-empty "tools" array`},
 		{"missing catalog", []string{"-catalog", filepath.Join(dir, "none")}, 1, "no <server>.json files"},

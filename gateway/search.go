@@ -109,21 +109,33 @@ func (s *Server) indexTools(l *list) {
 	ss := &s.search
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	// Every changed server in one step: a name that moves between
+	// servers (a collision appearing) stays unique in the index.
+	changed := map[string][]toolsearch.Tool{}
 	for server := range ss.sums {
 		if _, ok := sums[server]; !ok {
-			ss.index.RemoveServer(server)
-			delete(ss.sums, server)
+			changed[server] = nil
 		}
 	}
 	for server, sum := range sums {
-		if old, ok := ss.sums[server]; ok && old == sum {
-			continue
+		if old, ok := ss.sums[server]; !ok || old != sum {
+			changed[server] = byServer[server]
 		}
-		if err := ss.index.SetServer(server, byServer[server]); err != nil {
-			s.logger.Warn("indexing a server's tools for search failed", "server", server, "err", err)
-			continue
+	}
+	if len(changed) == 0 {
+		return
+	}
+	if err := ss.index.SetServers(changed); err != nil {
+		// The index keeps its last state; the next change tries again.
+		s.logger.Warn("indexing the tools for search failed", "err", err)
+		return
+	}
+	for server := range changed {
+		if sum, ok := sums[server]; ok {
+			ss.sums[server] = sum
+		} else {
+			delete(ss.sums, server)
 		}
-		ss.sums[server] = sum
 	}
 }
 

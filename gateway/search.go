@@ -464,5 +464,9 @@ func (s *Server) callTool(ctx context.Context, req *Request) (*Result, error) {
 	params = append(params, '}')
 	inner := *req
 	inner.Params = params
-	return s.toolsCall(ctx, &inner)
+	res, err := s.toolsCall(ctx, &inner)
+	// The request's span, log line and metrics name the tool called and
+	// its server, as a direct call's do.
+	req.server, req.toolName = inner.server, inner.toolName
+	return res, err
 }

@@ -172,6 +172,10 @@ func list(ctx context.Context, dir string, s server) (json.RawMessage, error) {
 		cmd.Env = append(cmd.Env, strings.ReplaceAll(kv, "{home}", home))
 	}
 	// The server and whatever it starts go in one group, stopped together.
+	// A child the server detaches into a session of its own escapes it
+	// (one server's npm lookup did while recording, and wrote into HOME
+	// after the directory was removed); the machine is the sandbox, see
+	// the doc.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

@@ -40,6 +40,10 @@ func TestCatalog(t *testing.T) {
 		if seen[tl.Exposed] {
 			t.Errorf("exposed name %q given twice", tl.Exposed)
 		}
+		// The recorder's temporary directories must not reach the repo.
+		if strings.Contains(string(tl.Raw), "toolsearch-record-") {
+			t.Errorf("tool %q of %q names a temporary directory of the recorder", tl.Name, tl.Server)
+		}
 		seen[tl.Exposed] = true
 	}
 	qs, err := loadQueries("../queries.json", c)

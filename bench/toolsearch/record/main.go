@@ -1,8 +1,9 @@
 // Command record re-records the tool search benchmark's catalog: for each
 // server of its table it installs the pinned npm package into a temporary
 // directory, starts the server over stdio with dummy credentials, and
-// writes the tools array of its tools/list answer, as the server sent it,
-// to <out>/<server>.json. It then rewrites <out>/SOURCES.md from the table
+// writes the tools array of its tools/list answer, as the server sent it
+// but for the temporary paths it ran in (replaced by /home/user and
+// /opt/mcp-server), to <out>/<server>.json. It then rewrites <out>/SOURCES.md from the table
 // and the generated servers (gen-*.json) present.
 //
 //	go run ./bench/toolsearch/record [-out bench/toolsearch/catalog] [-only a,b]
@@ -172,6 +173,10 @@ func list(ctx context.Context, dir string, s server) (json.RawMessage, error) {
 		cmd.Env = append(cmd.Env, strings.ReplaceAll(kv, "{home}", home))
 	}
 	// The server and whatever it starts go in one group, stopped together.
+	// A child the server detaches into a session of its own escapes it
+	// (one server's npm lookup did while recording, and wrote into HOME
+	// after the directory was removed); the machine is the sandbox, see
+	// the doc.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
@@ -196,7 +201,22 @@ func list(ctx context.Context, dir string, s server) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w\nstderr:\n%s", err, tail(errBuf.Bytes()))
 	}
-	return tools, nil
+	return scrubPaths(tools, dir, home), nil
+}
+
+// Where a server's list names the temporary directories it ran in, the
+// catalog says these instead: a recording must not carry this machine's
+// paths, and must be the same from one run to the next.
+const (
+	homeStandIn = "/home/user"
+	dirStandIn  = "/opt/mcp-server"
+)
+
+// scrubPaths replaces home, then dir (home's parent, where the package
+// is installed), in the recorded bytes with their stand-ins.
+func scrubPaths(tools []byte, dir, home string) []byte {
+	tools = bytes.ReplaceAll(tools, []byte(home), []byte(homeStandIn))
+	return bytes.ReplaceAll(tools, []byte(dir), []byte(dirStandIn))
 }
 
 // binPath returns the server's program: its entry's Bin, or the one

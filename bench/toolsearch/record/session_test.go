@@ -273,3 +273,52 @@ func TestBinPath(t *testing.T) {
 		})
 	}
 }
+
+func TestScrubPaths(t *testing.T) {
+	dir := "/tmp/toolsearch-record-123"
+	home := dir + "/home"
+	in := `[{"name":"a","description":"Saves under ` + home + `/images; installed in ` + dir + `/node_modules"}]`
+	want := `[{"name":"a","description":"Saves under /home/user/images; installed in /opt/mcp-server/node_modules"}]`
+	if got := string(scrubPaths([]byte(in), dir, home)); got != want {
+		t.Errorf("scrubPaths:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestWriteSources(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"github.json":       `[{"name":"a"},{"name":"b"}]`,
+		"gen-payroll.json":  `[{"name":"run_payroll"}]`,
+		"not-in-table.json": `[{"name":"x"}]`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeSources(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "SOURCES.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| github | recorded | `@modelcontextprotocol/server-github` | 2025.4.8 | 2 |\n",
+		"| gen-payroll | generated | – | – | 1 |\n",
+		"| **all** | | | | **3** |\n",
+	} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("SOURCES.md lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(string(got), "No server is generated") || strings.Contains(string(got), "not-in-table") {
+		t.Errorf("SOURCES.md:\n%s", got)
+	}
+	// A file that is not a tools array is an error, not a row.
+	if err := os.WriteFile(filepath.Join(dir, "gen-bad.json"), []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSources(dir); err == nil || !strings.Contains(err.Error(), "gen-bad.json") {
+		t.Errorf("writeSources with a bad file: err = %v", err)
+	}
+}

@@ -32,12 +32,13 @@ func writeSources(dir string) error {
 	var b bytes.Buffer
 	b.WriteString(`# Where the catalog comes from
 
-Each ` + "`<server>.json`" + ` is the ` + "`tools`" + ` array that server answered to ` + "`tools/list`" + `,
-byte for byte as it sent it, recorded by ` + "`go run ./bench/toolsearch/record`" + ` (which
-rewrites this file): the npm package at the pinned version, installed with
-` + "`--ignore-scripts`" + `, started over stdio with dummy credentials and no network
-but the npm registry. Files named ` + "`gen-*.json`" + ` are not recorded: they were
-written by hand for the benchmark, and are marked "generated" below.
+Each ` + "`<server>.json`" + ` is the ` + "`tools`" + ` array that server answered to
+` + "`tools/list`" + `, byte for byte as it sent it but for the temporary
+directories it ran in, which read ` + "`/home/user`" + ` and ` + "`/opt/mcp-server`" + `.
+` + "`go run ./bench/toolsearch/record`" + ` records them and rewrites this file:
+it installs the npm package at the pinned version with ` + "`--ignore-scripts`" + `
+and starts it over stdio with dummy credentials. Files named ` + "`gen-*.json`" + `
+are servers written by hand for the benchmark, marked "generated" below.
 
 | server | source | package | version | tools |
 |---|---|---|---|---:|
@@ -68,6 +69,9 @@ written by hand for the benchmark, and are marked "generated" below.
 		n += count
 	}
 	fmt.Fprintf(&b, "| **all** | | | | **%d** |\n", n)
+	if len(gens) == 0 {
+		b.WriteString("\nNo server is generated: every one is recorded.\n")
+	}
 	return os.WriteFile(filepath.Join(dir, "SOURCES.md"), b.Bytes(), 0o644)
 }
 

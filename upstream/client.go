@@ -251,6 +251,10 @@ type Client struct {
 	era         string
 	toolHeaders map[string][]paramBinding
 	listens     map[string]*listenRun // by our request id
+	// closing are listen requests of ours we cancelled, by id: the
+	// channel is closed when the server's answer to one still comes
+	// (see closeListenAndWait).
+	closing map[string]chan struct{}
 	subsChanged chan struct{}         // buffered 1
 	stopListen  context.CancelFunc
 	listenDone  chan struct{} // closed when the listen loop ended; nil if none
@@ -281,7 +285,7 @@ func newClient(opts ClientOptions, t transport) *Client {
 		logger = logger.With("server", opts.Name)
 	}
 	return &Client{opts: opts, logger: logger, t: t, pending: make(map[string]*call), subs: make(map[string]bool),
-		listens: make(map[string]*listenRun), subsChanged: make(chan struct{}, 1)}
+		listens: make(map[string]*listenRun), closing: make(map[string]chan struct{}), subsChanged: make(chan struct{}, 1)}
 }
 
 // lifecycle writes a line of the client's lifecycle to OnLog.
@@ -816,6 +820,14 @@ func (c *Client) receive(m *jsonrpc.Message, rel related) {
 		pc := c.pending[m.ID.String()]
 		c.mu.Unlock()
 		if pc == nil {
+			c.mu.Lock()
+			ch := c.closing[m.ID.String()]
+			delete(c.closing, m.ID.String())
+			c.mu.Unlock()
+			if ch != nil {
+				close(ch) // a cancelled listen the server has now ended
+				return
+			}
 			c.logger.Debug("dropping response to no pending request", "id", m.ID.String())
 			return
 		}

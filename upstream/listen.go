@@ -89,11 +89,9 @@ func (c *Client) runListen(ctx context.Context) {
 			// ends): there the old one is closed first.
 			switch {
 			case !c.requestStreams():
-				run.stop()
-				<-run.done
+				c.closeListenAndWait(ctx, run)
 				if old != nil {
-					old.stop()
-					<-old.done
+					c.closeListenAndWait(ctx, old)
 					old = nil
 				}
 			case old == nil:
@@ -131,6 +129,44 @@ func (c *Client) runListen(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// listenEndWait bounds how long closeListenAndWait waits for the server
+// to end a cancelled listen: a server that follows the spec never answers
+// a cancelled request.
+const listenEndWait = 500 * time.Millisecond
+
+// closeListenAndWait cancels run and waits until the server has ended it
+// too (its answer came), for at most listenEndWait. Over stdio a server
+// keeps one listen per session, and one that cleans up a cancelled listen
+// after the next one arrived forgets the next one with it (the npm
+// everything-server does, now and then): the next listen goes only once
+// the server is done with this one.
+func (c *Client) closeListenAndWait(ctx context.Context, run *listenRun) {
+	ended := make(chan struct{})
+	c.mu.Lock()
+	c.closing[run.id.String()] = ended
+	c.mu.Unlock()
+	run.stop()
+	<-run.done
+	if run.err == nil {
+		// The server ended it before the cancellation: done.
+		c.mu.Lock()
+		delete(c.closing, run.id.String())
+		c.mu.Unlock()
+		return
+	}
+	t := time.NewTimer(listenEndWait)
+	select {
+	case <-ended:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-c.t.done():
+	}
+	t.Stop()
+	c.mu.Lock()
+	delete(c.closing, run.id.String())
+	c.mu.Unlock()
 }
 
 func isDone(ch <-chan struct{}) bool {

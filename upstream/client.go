@@ -254,8 +254,8 @@ type Client struct {
 	// closing are listen requests of ours we cancelled, by id: the
 	// channel is closed when the server's answer to one still comes
 	// (see closeListenAndWait).
-	closing map[string]chan struct{}
-	subsChanged chan struct{}         // buffered 1
+	closing     map[string]chan struct{}
+	subsChanged chan struct{} // buffered 1
 	stopListen  context.CancelFunc
 	listenDone  chan struct{} // closed when the listen loop ended; nil if none
 }

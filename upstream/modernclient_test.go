@@ -728,3 +728,56 @@ func TestModernStdio_Listen(t *testing.T) {
 		t.Errorf("a call's progress went to OnNotification")
 	}
 }
+
+// TestModernStdio_ListenReplaced: when the subscriptions change, the
+// listen over stdio is cancelled and the next one is sent only once the
+// server has answered the cancelled one (a server that cleans up the old
+// one after the new one arrived would forget the new one).
+func TestModernStdio_ListenReplaced(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	listens := make(chan *jsonrpc.Message, 4)
+	cancelled := make(chan string, 4)
+	f := newFake(func(f *fakeTransport, m *jsonrpc.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch m.Method {
+		case "server/discover":
+			f.recv(jsonrpc.NewResult(m.ID, json.RawMessage(`{"supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true}}}`)), related{})
+		case "subscriptions/listen":
+			order = append(order, "listen "+m.ID.String())
+			listens <- m
+		case "notifications/cancelled":
+			id, _, _ := rawjson.Get(m.Params, "requestId")
+			order = append(order, "cancelled "+string(id))
+			cancelled <- string(id)
+		}
+		return nil
+	})
+	c := connect(t, f, ClientOptions{Name: "fake", Protocol: config.ProtocolAuto})
+	first := <-listens
+	if _, err := c.Call(callCtx(t), "resources/subscribe", json.RawMessage(`{"uri":"test://a"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(waitLimit):
+		t.Fatal("the first listen was not cancelled")
+	}
+	mu.Lock()
+	order = append(order, "answered "+first.ID.String())
+	mu.Unlock()
+	f.recv(jsonrpc.NewResult(first.ID, json.RawMessage(`{}`)), related{})
+	var second *jsonrpc.Message
+	select {
+	case second = <-listens:
+	case <-time.After(waitLimit):
+		t.Fatal("no second listen")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"listen " + first.ID.String(), "cancelled " + first.ID.String(), "answered " + first.ID.String(), "listen " + second.ID.String()}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}

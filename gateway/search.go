@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -239,26 +240,13 @@ func (s *Server) searchList(req *Request) (*Result, error) {
 	return complete(encodePage("tools", items, "")), nil
 }
 
-// lookup returns the item named key.
+// lookup returns the item named key (items are sorted by key).
 func (l *list) lookup(key string) (item, bool) {
-	i, ok := sortSearch(l.items, key)
+	i, ok := slices.BinarySearchFunc(l.items, key, func(it item, k string) int { return strings.Compare(it.key, k) })
 	if !ok {
 		return item{}, false
 	}
 	return l.items[i], true
-}
-
-func sortSearch(items []item, key string) (int, bool) {
-	lo, hi := 0, len(items)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if items[m].key < key {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(items) && items[lo].key == key
 }
 
 // searchTools serves search_tools: the visible tools that best match the

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,6 +155,9 @@ servers:
 	})
 
 	t.Run("a principal disconnects themselves", func(t *testing.T) {
+		if got := ownConnections(t, g, bobKey); got != `[{"server":"notes","connected":true}]` {
+			t.Fatalf("bob's GET /oauth/connections = %s, want notes connected", got)
+		}
 		before := as.Stats().Revocations
 		req, _ := http.NewRequest(http.MethodDelete, g.URL+"/oauth/connections/notes", nil)
 		req.Header.Set("Authorization", "Bearer "+bobKey)
@@ -172,7 +176,48 @@ servers:
 		if got := alice.call(t, "mcp__notes__whoami"); got != "alice" {
 			t.Fatalf("bob's disconnect reached alice: %q", got)
 		}
+		if got := ownConnections(t, g, bobKey); got != `[{"server":"notes","connected":false}]` {
+			t.Fatalf("bob's GET /oauth/connections after disconnecting = %s, want notes not connected", got)
+		}
+		if got := ownConnections(t, g, aliceKey); got != `[{"server":"notes","connected":true}]` {
+			t.Fatalf("alice's GET /oauth/connections after bob disconnected = %s, want notes connected", got)
+		}
+		resp, err = http.Get(g.URL + "/oauth/connections")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET /oauth/connections without a key = %d, want 401", resp.StatusCode)
+		}
 	})
+}
+
+// ownConnections returns the connections list of GET /oauth/connections
+// for the principal of key, as compact JSON.
+func ownConnections(t *testing.T, g *gateway, key string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, g.URL+"/oauth/connections", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Connections json.RawMessage `json:"connections"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /oauth/connections = %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("GET /oauth/connections: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, body.Connections); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
 }
 
 // oauthClient is a Go SDK client of the gateway with a principal's key.

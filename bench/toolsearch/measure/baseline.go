@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -53,11 +54,13 @@ func (b *baseline) Search(query string, limit int) []string {
 		name  string
 		score float64
 	}
-	q := termSet(query)
+	// In a fixed order, so that equal scores are added up alike and tie
+	// the same way every run.
+	q := slices.Sorted(maps.Keys(termSet(query)))
 	var hits []scored
 	for _, d := range b.docs {
 		s := 0.0
-		for term := range q {
+		for _, term := range q {
 			if d.text[term] {
 				w := b.idf[term]
 				if d.name[term] {

@@ -224,6 +224,24 @@ func TestParseQueries(t *testing.T) {
 				{Query: "open notes.txt", Expect: []string{"mcp__files__read_file", "mcp__files__write_file"}},
 			},
 		},
+		{
+			name: "agent set: two requests may lead to one search",
+			in:   `[{"request":"save my work","query":"git commit","expect":["mcp__git__git_commit"]},{"request":"commit this","query":"git commit","expect":["mcp__git__git_commit"]}]`,
+			want: []query{
+				{Request: "save my work", Query: "git commit", Expect: []string{"mcp__git__git_commit"}},
+				{Request: "commit this", Query: "git commit", Expect: []string{"mcp__git__git_commit"}},
+			},
+		},
+		{
+			name:    "agent set: a request given twice, a search missing",
+			in:      `[{"request":"save","query":"git commit","expect":["mcp__git__git_commit"]},{"request":"save","query":" ","expect":["mcp__git__git_commit"]}]`,
+			wantErr: []string{"query 1: empty request"},
+		},
+		{
+			name:    "agent set: a request given twice",
+			in:      `[{"request":"save","query":"git commit","expect":["mcp__git__git_commit"]},{"request":"save","query":"commit","expect":["mcp__git__git_commit"]}]`,
+			wantErr: []string{`query 1: "save" is given twice`},
+		},
 		{name: "not an array", in: `{"query":"x"}`, wantErr: []string{"want a JSON array"}},
 		{name: "unknown member", in: `[{"query":"x","expect":["mcp__git__git_commit"],"tools":[]}]`, wantErr: []string{`unknown field "tools"`}},
 		{name: "trailing data", in: `[{"query":"x","expect":["mcp__git__git_commit"]}] []`, wantErr: []string{"data after the array"}},

@@ -34,22 +34,33 @@ func TestBaseline(t *testing.T) {
 	}
 }
 
-// TestRun runs the program on the repository's data and checks the shape
-// of its report.
+// TestRun runs the program on the repository's data, every query set and
+// ranker, and checks the shape of its report: every expected tool of every
+// set is in the catalog, or the run fails.
 func TestRun(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	args := []string{"-catalog", "../catalog", "-queries", "../queries.json", "-search-list", "../search-list.json"}
+	var sets []string
+	for _, q := range defaultQueries {
+		sets = append(sets, "../"+strings.TrimPrefix(q, "bench/toolsearch/"))
+	}
+	args := []string{"-catalog", "../catalog", "-queries", strings.Join(sets, ","), "-search-list", "../search-list.json", "-v"}
 	if code := run(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, re := range []string{
+	res := []string{
 		`(?m)^Catalog: \d+ servers, \d+ tools\. Tokens: o200k_base \(GPT-4o family\), cl100k_base \(GPT-4 family\)\.$`,
 		`(?m)^\| all mode \| \d+ \| \d+ \| \d+ \|$`,
 		`(?m)^\| search mode \| \d+ \| \d+ \| \d+ \|$`,
 		`(?m)^\| search / all \| \d+\.\d\d% \| \d+\.\d\d% \| \d+\.\d\d% \|$`,
-		`(?m)^\| baseline \| \d+ \| [01]\.\d{3} \| [01]\.\d{3} \|$`,
-	} {
+		`(?m)^toolsearch on queries, not in the first 5 \(\d+\):$`,
+	}
+	for _, r := range []string{"baseline", "toolsearch"} {
+		for _, set := range []string{"queries", "queries-agent", "holdout", "holdout-agent"} {
+			res = append(res, `(?m)^\| `+r+` \| `+set+` \| \d+ \| [01]\.\d{3} \| [01]\.\d{3} \|$`)
+		}
+	}
+	for _, re := range res {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("report does not match %s:\n%s", re, out)
 		}
@@ -70,6 +81,10 @@ func TestRun_Errors(t *testing.T) {
 		wantErr  string
 	}{
 		{"unknown ranker", []string{"-ranker", "magic"}, 2, `unknown -ranker "magic" (have baseline, toolsearch)`},
+		{"unknown ranker in a list", []string{"-ranker", "baseline,magic"}, 2, `unknown -ranker "magic"`},
+		{"no ranker", []string{"-ranker", " , "}, 2, `-ranker names no ranker (have baseline, toolsearch)`},
+		{"no query set", []string{"-queries", ","}, 2, `-queries names no file`},
+		{"a missing query set", append(data[:2:2], "-queries", "../queries.json,"+filepath.Join(dir, "none.json")), 1, "none.json"},
 		{"argument", []string{"extra"}, 2, `unexpected argument "extra"`},
 		{"bad search listing", append(data, "-search-list", bad), 1, bad + `: want a tools/list result with a non-empty "tools" array`},
 		{"missing catalog", []string{"-catalog", filepath.Join(dir, "none")}, 1, "no <server>.json files"},

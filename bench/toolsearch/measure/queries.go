@@ -10,10 +10,22 @@ import (
 )
 
 // query is one request of the query set and the exposed names of the
-// tools that satisfy it; any one of them counts as found.
+// tools that satisfy it; any one of them counts as found. Query is what
+// the ranker is given. In an agent set, Request is the user's request
+// and Query the search an agent wrote for it.
 type query struct {
-	Query  string   `json:"query"`
-	Expect []string `json:"expect"`
+	Request string   `json:"request,omitempty"`
+	Query   string   `json:"query"`
+	Expect  []string `json:"expect"`
+}
+
+// key is what must be unique in a set: the user's request, since two
+// requests may lead an agent to the same search.
+func (q query) key() string {
+	if q.Request != "" {
+		return strings.TrimSpace(q.Request)
+	}
+	return strings.TrimSpace(q.Query)
 }
 
 // loadQueries reads the query set and checks it against c.
@@ -40,7 +52,7 @@ func parseQueries(data []byte) ([]query, error) {
 	dec.DisallowUnknownFields()
 	var qs []query
 	if err := dec.Decode(&qs); err != nil {
-		return nil, fmt.Errorf("want a JSON array of {query, expect}: %w", err)
+		return nil, fmt.Errorf("want a JSON array of {query, expect} or {request, query, expect}: %w", err)
 	}
 	if dec.More() {
 		return nil, errors.New("data after the array")
@@ -51,9 +63,9 @@ func parseQueries(data []byte) ([]query, error) {
 	var errs []error
 	seen := make(map[string]bool, len(qs))
 	for i, q := range qs {
-		text := strings.TrimSpace(q.Query)
+		text := q.key()
 		switch {
-		case text == "":
+		case strings.TrimSpace(q.Query) == "":
 			errs = append(errs, fmt.Errorf("query %d: empty request", i))
 		case seen[text]:
 			errs = append(errs, fmt.Errorf("query %d: %q is given twice", i, text))

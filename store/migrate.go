@@ -144,6 +144,20 @@ CREATE TABLE oauth_clients (
 	PRIMARY KEY (server, issuer)
 ) STRICT;
 `},
+	{name: "search_finds", sql: `
+-- The tools each principal's 2026-07-28 clients found with the gateway's
+-- search_tools (finds.go), which join those clients' tools/list on every
+-- replica until expires. names is the exposed names, oldest first, as a
+-- JSON array of strings; a put replaces the whole row.
+CREATE TABLE search_finds (
+	principal TEXT NOT NULL PRIMARY KEY CHECK (principal <> ''),
+	names     TEXT NOT NULL, -- JSON array of strings, kept byte for byte
+	expires   TEXT NOT NULL  -- UTC, RFC 3339, 9 fraction digits
+) STRICT;
+
+-- DeleteExpiredFinds.
+CREATE INDEX search_finds_expires ON search_finds (expires);
+`},
 }
 
 const createMigrationsTable = `

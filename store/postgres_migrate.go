@@ -159,6 +159,18 @@ CREATE TABLE oauth_clients (
 	PRIMARY KEY (server, issuer)
 );
 `},
+	{name: "search_finds", sql: `
+-- The tools each principal found with search_tools (finds.go); see
+-- SQLite's migration 8.
+CREATE TABLE search_finds (
+	principal text  COLLATE "C" NOT NULL PRIMARY KEY CHECK (principal <> ''),
+	names     bytea NOT NULL, -- JSON array of strings, kept byte for byte
+	expires   text  COLLATE "C" NOT NULL -- UTC, RFC 3339, 9 fraction digits
+);
+
+-- DeleteExpiredFinds.
+CREATE INDEX search_finds_expires ON search_finds (expires);
+`},
 }
 
 // Advisory lock keys, in the database's own space: the migration lock

@@ -31,7 +31,7 @@ func openTest(t testing.TB) *SQLite {
 }
 
 // shipped is what appliedVersions lists for a database this binary made.
-var shipped = []string{"1 tasks", "2 servers", "3 events", "4 sessions", "5 replicas", "6 media", "7 oauth"}
+var shipped = []string{"1 tasks", "2 servers", "3 events", "4 sessions", "5 replicas", "6 media", "7 oauth", "8 search_finds"}
 
 // appliedVersions lists schema_migrations' versions and names.
 func appliedVersions(t *testing.T, db *sql.DB) []string {

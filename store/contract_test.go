@@ -29,6 +29,7 @@ type (
 		sessionStore
 		replicaStore
 		oauthStore
+		findsStore
 	}
 )
 

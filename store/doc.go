@@ -7,7 +7,10 @@
 // each principal's tokens at each upstream server and the client
 // registrations the gateway made at authorization servers (oauth.go),
 // sealed by the caller, so the store keeps their bytes and never reads
-// them; other admin state comes in later migrations.
+// them; and in search mode each principal's finds, the tools its
+// 2026-07-28 clients found with search_tools, which join those clients'
+// tools/list on every replica of a cluster (finds.go). Other admin state
+// comes in later migrations.
 //
 // The default is one SQLite file under data_dir (DESIGN decision 10), through
 // the pure-Go driver modernc.org/sqlite, so the binary needs no cgo. Replicas
@@ -27,11 +30,12 @@
 //	AddEvent, AddRepeat,
 //	PutSession, TouchSessions,
 //	DeleteSessions, PutOAuthToken,
-//	DeleteOAuthTokens, ...       ──► writer: 1 connection, BEGIN IMMEDIATE
+//	DeleteOAuthTokens, PutFinds,
+//	DeleteExpiredFinds, ...      ──► writer: 1 connection, BEGIN IMMEDIATE
 //	GetTask, ListTasks, ...,
 //	GetServer, ListServers,
 //	ListEvents, GetSession,
-//	GetOAuthToken, ...           ──► readers: a few query_only connections
+//	GetOAuthToken, GetFinds, ... ──► readers: a few query_only connections
 //
 // WAL lets readers run beside the one writer, and a single writer
 // connection means the process's own writes queue in database/sql rather
@@ -58,7 +62,7 @@
 // capability a client presents) or its result (it may hold user data). They
 // do name a server (its name is not secret) but never show its entry, a
 // definition that may hold credentials, nor an event's params, nor an OAuth
-// record's principal or data.
+// record's principal or data, nor the principal or names of finds.
 //
 // # PostgreSQL
 //

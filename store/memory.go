@@ -30,6 +30,7 @@ type Memory struct {
 	// nil until the first put of each
 	oauthTokens  map[oauthKey]OAuthToken
 	oauthClients map[oauthKey]OAuthClient
+	finds        map[string]Finds // by principal
 }
 
 // NewMemory returns an empty Memory store.
@@ -498,4 +499,70 @@ func (m *Memory) DeleteOAuthClients(ctx context.Context, server string) error {
 		}
 	}
 	return nil
+}
+
+// PutFinds is SQLite's PutFinds in memory; announce is for the other
+// processes of a PostgreSQL database, and Memory has none.
+func (m *Memory) PutFinds(ctx context.Context, f Finds, announce bool) error {
+	if err := checkFinds(f); err != nil {
+		return fmt.Errorf("putting search finds: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("putting search finds: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.finds == nil {
+		m.finds = map[string]Finds{}
+	}
+	f.Names, f.Expires = cloneNames(f.Names), f.Expires.UTC()
+	m.finds[f.Principal] = f
+	return nil
+}
+
+// GetFinds is SQLite's GetFinds in memory.
+func (m *Memory) GetFinds(ctx context.Context, principal string) (Finds, error) {
+	if err := checkFindsPrincipal(principal); err != nil {
+		return Finds{}, fmt.Errorf("getting search finds: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Finds{}, fmt.Errorf("getting search finds: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.finds[principal]
+	if !ok || !f.Expires.After(m.now()) {
+		return Finds{}, fmt.Errorf("getting search finds: %w", ErrNotFound)
+	}
+	f.Names = cloneNames(f.Names)
+	return f, nil
+}
+
+// DeleteExpiredFinds is SQLite's DeleteExpiredFinds in memory.
+func (m *Memory) DeleteExpiredFinds(ctx context.Context, now time.Time) (int, error) {
+	if err := checkTime("now", now); err != nil {
+		return 0, fmt.Errorf("deleting expired search finds: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("deleting expired search finds: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for p, f := range m.finds {
+		if !f.Expires.After(now) {
+			delete(m.finds, p)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// cloneNames is what a round trip through SQLite does to Names: a copy of
+// its own, nil when empty.
+func cloneNames(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	return slices.Clone(names)
 }

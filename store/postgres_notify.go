@@ -5,16 +5,27 @@ import (
 	"fmt"
 )
 
-// serversChannel is the channel a change of the server records is
-// announced on (LISTEN/NOTIFY), so that the other replicas apply it at
-// once rather than at their next re-read.
-const serversChannel = "mcpgw_servers"
+// The channels changes are announced on (LISTEN/NOTIFY), so that the other
+// replicas apply them at once rather than at their next re-read: a change
+// of the server records (the payload is the server's name), and of a
+// principal's finds (the payload is the principal).
+const (
+	serversChannel = "mcpgw_servers"
+	findsChannel   = "mcpgw_finds"
+)
 
 // notifyServers announces that the record of the server name changed. The
 // change is committed already; a notice that fails to go out is logged
 // nowhere: the replicas' periodic re-read is the safety net.
 func (p *Postgres) notifyServers(ctx context.Context, name string) {
 	p.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, serversChannel, name)
+}
+
+// notifyFinds announces that principal's finds changed, as notifyServers:
+// a notice that fails to go out is no error, since the other replicas
+// read the finds again when they need them.
+func (p *Postgres) notifyFinds(ctx context.Context, principal string) {
+	p.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, findsChannel, principal)
 }
 
 // WatchServers calls changed each time a process changed the server

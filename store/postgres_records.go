@@ -754,3 +754,61 @@ func (p *Postgres) DeleteOAuthClients(ctx context.Context, server string) error 
 	}
 	return nil
 }
+
+// PutFinds stores f, replacing the principal's record, in one statement;
+// if announce, it then tells the other processes (Watch) that the
+// principal's finds changed.
+func (p *Postgres) PutFinds(ctx context.Context, f Finds, announce bool) error {
+	if err := checkFinds(f); err != nil {
+		return fmt.Errorf("putting search finds: %w", err)
+	}
+	names, err := findNames(f.Names)
+	if err != nil {
+		return fmt.Errorf("putting search finds: %w", err)
+	}
+	_, err = p.pool.Exec(ctx, `INSERT INTO search_finds (principal, names, expires) VALUES ($1, $2, $3)
+		ON CONFLICT (principal) DO UPDATE SET names = excluded.names, expires = excluded.expires`,
+		f.Principal, names, formatTime(f.Expires))
+	if err != nil {
+		return fmt.Errorf("putting search finds: %w", err)
+	}
+	if announce {
+		p.notifyFinds(ctx, f.Principal)
+	}
+	return nil
+}
+
+// GetFinds returns principal's record, or ErrNotFound if there is none or
+// it expired at or before the store's now.
+func (p *Postgres) GetFinds(ctx context.Context, principal string) (Finds, error) {
+	if err := checkFindsPrincipal(principal); err != nil {
+		return Finds{}, fmt.Errorf("getting search finds: %w", err)
+	}
+	var (
+		names   []byte
+		expires string
+	)
+	err := p.pool.QueryRow(ctx, `SELECT names, expires FROM search_finds WHERE principal = $1 AND expires > $2`,
+		principal, formatTime(p.now())).Scan(&names, &expires)
+	if isNoRows(err) {
+		return Finds{}, fmt.Errorf("getting search finds: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Finds{}, fmt.Errorf("getting search finds: %w", err)
+	}
+	f, err := readFinds(principal, names, expires)
+	if err != nil {
+		return Finds{}, fmt.Errorf("getting search finds: %w", err)
+	}
+	return f, nil
+}
+
+// DeleteExpiredFinds deletes the records that expired at or before now, in
+// batches, and returns how many it deleted.
+func (p *Postgres) DeleteExpiredFinds(ctx context.Context, now time.Time) (int, error) {
+	if err := checkTime("now", now); err != nil {
+		return 0, fmt.Errorf("deleting expired search finds: %w", err)
+	}
+	return p.deleteInBatches(ctx, "deleting expired search finds", `DELETE FROM search_finds WHERE principal IN (
+		SELECT principal FROM search_finds WHERE expires <= $1 LIMIT $2)`, formatTime(now))
+}

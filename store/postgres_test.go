@@ -441,6 +441,8 @@ func TestPostgres_UsesIndexes(t *testing.T) {
 		{`SELECT principal FROM oauth_tokens WHERE server = $1 AND principal <> '' ORDER BY principal`, []any{"a"}, "oauth_tokens_pkey"},
 		{`DELETE FROM oauth_tokens WHERE server = $1`, []any{"a"}, "oauth_tokens_pkey"},
 		{`DELETE FROM oauth_clients WHERE server = $1`, []any{"a"}, "oauth_clients_pkey"},
+		// DeleteExpiredFinds' batches.
+		{`SELECT principal FROM search_finds WHERE expires <= $1 LIMIT $2`, []any{formatTime(base), 10}, "search_finds_expires"},
 	}
 	for _, tt := range tests {
 		rows, err := conn.Query(ctx, `EXPLAIN `+tt.query, tt.args...)

@@ -79,7 +79,9 @@
 // serves (media.go: bytea rows, and a one-row media_totals that the
 // statements adding and deleting them keep, so that the byte budget and
 // the metrics never sum the table); SQLite does not, since its one replica
-// keeps them in files.
+// keeps them in files. A change of the server records, and a put of finds
+// that asks for it, is announced with NOTIFY, and Watch hears both kinds
+// on one connection, so that the other replicas apply it at once.
 // Errors name the host and database, never the DSN's password.
 //
 // Memory is the same store in memory, for when no database is configured;

@@ -28,30 +28,57 @@ func (p *Postgres) notifyFinds(ctx context.Context, principal string) {
 	p.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, findsChannel, principal)
 }
 
-// WatchServers calls changed each time a process changed the server
-// records through this database (PutServer, DeleteServer), until ctx ends
-// or the connection fails; it returns why. It holds one connection of its
-// own, outside the pool's max_conns.
-func (p *Postgres) WatchServers(ctx context.Context, changed func()) error {
-	return p.watchServers(ctx, changed, func() {})
+// Watchers are what Watch calls on the notices of other processes.
+type Watchers struct {
+	Servers func()                 // the server records changed (may be nil)
+	Finds   func(principal string) // a principal's finds changed (may be nil)
 }
 
-// watchServers is WatchServers, calling listening once it listens.
-func (p *Postgres) watchServers(ctx context.Context, changed, listening func()) error {
+// Watch calls w's functions on each change a process made through this
+// database (PutServer and DeleteServer call Servers; PutFinds with
+// announce calls Finds), one at a time, until ctx ends or the connection
+// fails; it returns why. Both channels share one connection, held apart
+// from the pool's max_conns; it listens only on those w has a function
+// for.
+func (p *Postgres) Watch(ctx context.Context, w Watchers) error {
+	return p.watch(ctx, w, func() {})
+}
+
+// WatchServers is Watch of the server records alone.
+func (p *Postgres) WatchServers(ctx context.Context, changed func()) error {
+	return p.Watch(ctx, Watchers{Servers: changed})
+}
+
+// watch is Watch, calling listening once it listens.
+func (p *Postgres) watch(ctx context.Context, w Watchers, listening func()) error {
 	c, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("watching the server records: %w", p.redact(err))
+		return fmt.Errorf("watching the store's changes: %w", p.redact(err))
 	}
 	conn := c.Hijack() // ours alone: LISTEN belongs to a session
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN `+serversChannel); err != nil {
-		return fmt.Errorf("watching the server records: %w", p.redact(err))
+	for _, l := range []struct {
+		channel string
+		on      bool
+	}{{serversChannel, w.Servers != nil}, {findsChannel, w.Finds != nil}} {
+		if !l.on {
+			continue
+		}
+		if _, err := conn.Exec(ctx, `LISTEN `+l.channel); err != nil {
+			return fmt.Errorf("watching the store's changes: %w", p.redact(err))
+		}
 	}
 	listening()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("watching the server records: %w", p.redact(err))
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("watching the store's changes: %w", p.redact(err))
 		}
-		changed()
+		switch {
+		case n.Channel == serversChannel && w.Servers != nil:
+			w.Servers()
+		case n.Channel == findsChannel && w.Finds != nil:
+			w.Finds(n.Payload)
+		}
 	}
 }

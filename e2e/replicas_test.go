@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -493,4 +494,83 @@ func TestReplicas_OAuth(t *testing.T) {
 		t.Fatalf("alice's call through r1 reached the server as %q", got)
 	}
 	r2.waitState(t, "notes", "running")
+}
+
+// TestReplicas_SearchFinds: in search mode, the tools a 2026-07-28 client
+// finds through one replica join its principal's tool list on every
+// replica, and the principal's listen stream held by another replica
+// hears notifications/tools/list_changed.
+func TestReplicas_SearchFinds(t *testing.T) {
+	const key = "e2e-replicas-finds-alice"
+	rs := startReplicas(t, 2, fmt.Sprintf("list_changed_debounce: 50ms\nauth:\n  api_keys:\n    - {principal: alice, key_sha256: %q}\n", hashToken(key)), "")
+	connect := func(g *gateway, ce *clientEvents) *mcp.ClientSession {
+		t.Helper()
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-finds", Version: "1"}, ce.options())
+		cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL + "/mcp?exposure=search", HTTPClient: &http.Client{Transport: bearer{key}}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	search := func(cs *mcp.ClientSession, query string) string {
+		t.Helper()
+		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp__mcpgw__search_tools", Arguments: map[string]any{"query": query, "limit": 1}})
+		if err != nil || res.IsError {
+			t.Fatalf("search_tools %q: %v %+v", query, err, res)
+		}
+		var out struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &out); err != nil || len(out.Tools) != 1 {
+			t.Fatalf("search_tools %q found %s", query, b)
+		}
+		return out.Tools[0].Name
+	}
+	waitChanged := func(ce *clientEvents, what string) {
+		t.Helper()
+		select {
+		case <-ce.changed:
+		case <-ctxT(t).Done():
+			t.Fatalf("no notifications/tools/list_changed %s", what)
+		}
+	}
+
+	onR2 := newClientEvents()
+	listener := connect(rs.gs[1], onR2)
+	if got := toolNames(t, listener); !slices.Equal(got, []string{"mcp__mcpgw__call_tool", "mcp__mcpgw__search_tools"}) {
+		t.Fatalf("r2's tools/list before any search = %v", got)
+	}
+	// A find through r2 itself: any list_changed shows that the listen
+	// stream is open before the other replica's search. (One may come of
+	// the catalog merged at start instead; a late one could only make
+	// the next wait pass early, never fail it: the lists are checked
+	// after.)
+	roots := search(listener, "lists the client's roots")
+	waitChanged(onR2, "on r2 after its own search")
+
+	searcher := connect(rs.gs[0], newClientEvents())
+	onR2.drainChanged()
+	echo := search(searcher, "answers with its text")
+	if echo != "mcp__bridge__echo" {
+		t.Fatalf("the search through r1 found %s, want mcp__bridge__echo", echo)
+	}
+	waitChanged(onR2, "on r2 after a search through r1")
+	got := toolNames(t, listener)
+	for _, want := range []string{roots, echo} {
+		if !slices.Contains(got, want) {
+			t.Fatalf("r2's tools/list after the searches = %v, want %s in it", got, want)
+		}
+	}
+	if res := callTool(t, listener, echo, map[string]any{"text": "found elsewhere"}); res.IsError || text(res) != "echo: found elsewhere" {
+		t.Fatalf("the tool found through r1, called through r2: %+v", res)
+	}
+	// And r1 lists what was found through r2.
+	if got := toolNames(t, searcher); !slices.Contains(got, roots) {
+		t.Fatalf("r1's tools/list = %v, want %s in it", got, roots)
+	}
 }

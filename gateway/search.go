@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/config"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/toolsearch"
 )
 
@@ -54,7 +56,9 @@ type searchState struct {
 	sums map[string]uint64
 	// found are the exposed names a client found, oldest first, by owner:
 	// "s:"+session for a session, "p:"+principal for a 2026-07-28 client;
-	// bounded, and each expires activationTTL after its last search.
+	// bounded, and each expires activationTTL after its last search. With
+	// a FindStore, a principal's are read from there (another replica may
+	// have added some) and kept here only for when the store fails.
 	found *lru.Cache[string, foundTools]
 	// watchers hear that a principal's 2026-07-28 clients found tools.
 	watchers map[int]func(principal string)
@@ -70,14 +74,31 @@ type foundTools struct {
 // maxFinders bounds the clients whose finds are kept.
 const maxFinders = 10000
 
+// FindStore is what the core needs of the store to share the finds of
+// 2026-07-28 clients between replicas; *store.Postgres has it. A record's
+// Principal is the owner key ("p:"+principal), so that anonymous clients
+// share theirs too. PutFinds with announce tells the other replicas
+// (FoundElsewhere), and this one as well.
+type FindStore interface {
+	PutFinds(ctx context.Context, f store.Finds, announce bool) error
+	GetFinds(ctx context.Context, owner string) (store.Finds, error)
+	DeleteExpiredFinds(ctx context.Context, now time.Time) (int, error)
+}
+
+var _ FindStore = (*store.Postgres)(nil)
+
+// findsTimeout bounds a FindStore call on a request's path: a store that
+// hangs costs the client the replicas' view, not its answer.
+const findsTimeout = 2 * time.Second
+
 func (ss *searchState) init() {
 	ss.sums = map[string]uint64{}
 	ss.found, _ = lru.New[string, foundTools](maxFinders)
 	ss.watchers = map[int]func(string){}
 }
 
-// foundBy returns what owner found and has not expired. Called with mu
-// held.
+// foundBy returns what owner found and has not expired, as this process
+// knows it. Called with mu held.
 func (ss *searchState) foundBy(owner string) []string {
 	f, ok := ss.found.Get(owner)
 	if !ok {
@@ -88,6 +109,40 @@ func (ss *searchState) foundBy(owner string) []string {
 		return nil
 	}
 	return f.names
+}
+
+// shared reports whether owner's finds are kept in the FindStore: a
+// 2026-07-28 client's, when there is one.
+func (s *Server) shared(owner string) bool {
+	return s.opts.Finds != nil && strings.HasPrefix(owner, "p:")
+}
+
+// foundFor returns what owner found: from the FindStore when it keeps
+// owner's finds (and this process's copy follows it), else, or when the
+// store fails, from this process's memory.
+func (s *Server) foundFor(ctx context.Context, owner string) []string {
+	if s.shared(owner) {
+		ctx, cancel := context.WithTimeout(ctx, findsTimeout)
+		f, err := s.opts.Finds.GetFinds(ctx, owner)
+		cancel()
+		switch {
+		case err == nil:
+			s.search.mu.Lock()
+			s.search.found.Add(owner, foundTools{names: f.Names, expires: f.Expires})
+			s.search.mu.Unlock()
+			return f.Names
+		case errors.Is(err, store.ErrNotFound):
+			s.search.mu.Lock()
+			s.search.found.Remove(owner)
+			s.search.mu.Unlock()
+			return nil
+		default:
+			s.logger.Warn("reading a client's found tools from the store failed; using this replica's", "err", err)
+		}
+	}
+	s.search.mu.Lock()
+	defer s.search.mu.Unlock()
+	return slices.Clone(s.search.foundBy(owner))
 }
 
 // indexTools brings the index up to l, the merged tools list: only the
@@ -217,7 +272,7 @@ func (s *Server) searchLimit() int {
 
 // searchList serves tools/list in search mode: the gateway's tools and
 // those the client found (still listed, and still allowed to it).
-func (s *Server) searchList(req *Request) (*Result, error) {
+func (s *Server) searchList(ctx context.Context, req *Request) (*Result, error) {
 	if raw, ok, _ := rawjson.Get(req.Params, "cursor"); ok && string(raw) != "null" {
 		return nil, invalidParams("invalid cursor: in search mode tools/list is one page and issued no cursor; call it without one")
 	}
@@ -229,10 +284,7 @@ func (s *Server) searchList(req *Request) (*Result, error) {
 	for _, raw := range s.gatewayTools() {
 		items = append(items, item{raw: raw})
 	}
-	s.search.mu.Lock()
-	found := s.search.foundBy(searchOwner(req))
-	s.search.mu.Unlock()
-	for _, name := range found {
+	for _, name := range s.foundFor(ctx, searchOwner(req)) {
 		if it, ok := l.lookup(name); ok && s.acl.allows(req.Principal, req.Groups, kindTool, it.server, name) {
 			items = append(items, it)
 		}
@@ -252,7 +304,7 @@ func (l *list) lookup(key string) (item, bool) {
 // searchTools serves search_tools: the visible tools that best match the
 // query, in full (structured content and text), which join the client's
 // tool list.
-func (s *Server) searchTools(req *Request, args json.RawMessage) (*Result, error) {
+func (s *Server) searchTools(ctx context.Context, req *Request, args json.RawMessage) (*Result, error) {
 	var in struct {
 		Query string `json:"query"`
 		Limit *int   `json:"limit"`
@@ -286,7 +338,7 @@ func (s *Server) searchTools(req *Request, args json.RawMessage) (*Result, error
 			names = append(names, h.Name)
 		}
 	}
-	if s.activate(req, names) {
+	if changed, announced := s.activate(ctx, req, names); changed && !announced {
 		s.toolsChangedFor(req)
 	}
 	return complete(searchResult(tools, names)), nil
@@ -324,21 +376,21 @@ func searchResult(tools []json.RawMessage, names []string) json.RawMessage {
 	return append(out, `}}`...)
 }
 
-// activate adds names to what req's client found, and reports whether
-// that changed its list.
-func (s *Server) activate(req *Request, names []string) bool {
+// activate adds names to what req's client found. It reports whether
+// that changed its list, and whether the FindStore announced the change
+// (to every replica, this one included, whose FoundElsewhere tells the
+// client).
+func (s *Server) activate(ctx context.Context, req *Request, names []string) (changed, announced bool) {
 	if len(names) == 0 {
-		return false
+		return false, false
 	}
 	owner := searchOwner(req)
-	s.search.mu.Lock()
-	defer s.search.mu.Unlock()
-	found := s.search.foundBy(owner)
+	// Another replica may have added finds: start from the store's.
+	found := s.foundFor(ctx, owner)
 	have := make(map[string]bool, len(found))
 	for _, n := range found {
 		have[n] = true
 	}
-	changed := false
 	next := append([]string(nil), found...)
 	for _, n := range names {
 		if !have[n] {
@@ -350,8 +402,24 @@ func (s *Server) activate(req *Request, names []string) bool {
 	if len(next) > maxActivated {
 		next = next[len(next)-maxActivated:]
 	}
-	s.search.found.Add(owner, foundTools{names: next, expires: time.Now().Add(activationTTL)})
-	return changed
+	f := foundTools{names: next, expires: time.Now().Add(activationTTL)}
+	s.search.mu.Lock()
+	s.search.found.Add(owner, f)
+	s.search.mu.Unlock()
+	if !s.shared(owner) {
+		return changed, false
+	}
+	// Written on every search, which extends the finds' life; announced
+	// only when the list changed. Two replicas' searches of one principal
+	// at the same moment may each miss the other's finds: the last write
+	// wins, and the client searches again.
+	ctx, cancel := context.WithTimeout(ctx, findsTimeout)
+	defer cancel()
+	if err := s.opts.Finds.PutFinds(ctx, store.Finds{Principal: owner, Names: next, Expires: f.expires}, changed); err != nil {
+		s.logger.Warn("storing a client's found tools failed; only this replica lists them", "err", err)
+		return changed, false
+	}
+	return changed, changed
 }
 
 // toolsChangedFor tells req's client that its tool list changed: a
@@ -364,6 +432,12 @@ func (s *Server) toolsChangedFor(req *Request) {
 		}
 		return
 	}
+	s.foundChanged(req.Principal)
+}
+
+// foundChanged tells the watchers that principal's 2026-07-28 clients
+// have a new tool list.
+func (s *Server) foundChanged(principal string) {
 	s.search.mu.Lock()
 	ws := make([]func(string), 0, len(s.search.watchers))
 	for _, w := range s.search.watchers {
@@ -371,7 +445,39 @@ func (s *Server) toolsChangedFor(req *Request) {
 	}
 	s.search.mu.Unlock()
 	for _, w := range ws {
-		w(req.Principal)
+		w(principal)
+	}
+}
+
+// FoundElsewhere is the FindStore's announcement that a 2026-07-28
+// client of owner (a FindStore record's Principal) found tools, through
+// this replica or another: that principal's listen streams here get
+// notifications/tools/list_changed.
+func (s *Server) FoundElsewhere(owner string) {
+	if principal, ok := strings.CutPrefix(owner, "p:"); ok {
+		s.foundChanged(principal)
+	}
+}
+
+// purgeFinds deletes the FindStore's expired finds, every purgeInterval
+// until Close.
+func (s *Server) purgeFinds() {
+	defer s.bg.Done()
+	t := time.NewTicker(purgeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.life.Done():
+			return
+		case now := <-t.C:
+			ctx, cancel := context.WithTimeout(s.life, 30*time.Second)
+			if n, err := s.opts.Finds.DeleteExpiredFinds(ctx, now); err != nil {
+				s.logger.Warn("purging expired found tools failed", "err", err)
+			} else if n > 0 {
+				s.logger.Debug("purged expired found tools", "count", n)
+			}
+			cancel()
+		}
 	}
 }
 
@@ -407,7 +513,7 @@ func (s *Server) gatewayToolCall(ctx context.Context, req *Request, name string)
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
-		res, err := s.searchTools(req, args)
+		res, err := s.searchTools(ctx, req, args)
 		return res, err, true
 	case s.gatewayToolName(callToolName):
 		res, err := s.callTool(ctx, req)

@@ -3,13 +3,16 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpgw/mcpgw/config"
+	"github.com/mcpgw/mcpgw/store"
 	"github.com/mcpgw/mcpgw/upstream"
 	"github.com/mcpgw/mcpgw/upstream/upstreamtest"
 )
@@ -189,4 +192,137 @@ func TestSearch_ModernFound(t *testing.T) {
 	if slices.Contains(toolNamesOf(t, res.Body), "mcp__weather__forecast") {
 		t.Errorf("carol's list has bob's find")
 	}
+}
+
+// sharedFinds is a FindStore over store.Memory that, like PostgreSQL,
+// announces a changed record to every replica, the writer too; fail
+// makes it refuse every call.
+type sharedFinds struct {
+	*store.Memory
+	mu       sync.Mutex
+	replicas []*Server
+	fail     bool
+	puts     int
+}
+
+func (f *sharedFinds) failing() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fail
+}
+
+func (f *sharedFinds) PutFinds(ctx context.Context, fs store.Finds, announce bool) error {
+	if f.failing() {
+		return errors.New("the store is down")
+	}
+	if err := f.Memory.PutFinds(ctx, fs, announce); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.puts++
+	rs := slices.Clone(f.replicas)
+	f.mu.Unlock()
+	if announce {
+		for _, r := range rs {
+			r.FoundElsewhere(fs.Principal)
+		}
+	}
+	return nil
+}
+
+func (f *sharedFinds) GetFinds(ctx context.Context, owner string) (store.Finds, error) {
+	if f.failing() {
+		return store.Finds{}, errors.New("the store is down")
+	}
+	return f.Memory.GetFinds(ctx, owner)
+}
+
+// TestSearch_SharedFinds: with a FindStore, what a 2026-07-28 principal
+// found through one replica is in its tools/list on another, whose
+// watchers hear of it once, as the searching replica's do; a search that
+// finds nothing new is stored (its life extended) but not announced; a
+// session's finds stay in its replica; and when the store fails, each
+// replica falls back to its own memory.
+func TestSearch_SharedFinds(t *testing.T) {
+	finds := &sharedFinds{Memory: store.NewMemory()}
+	opts := Options{Catalog: config.Catalog{Exposure: config.ExposureSearch}, Finds: finds}
+	m1, _ := searchServers()
+	m2, _ := searchServers()
+	r1, r2 := newCore(t, m1, opts), newCore(t, m2, opts)
+	finds.replicas = []*Server{r1, r2}
+	var mu sync.Mutex
+	heard := map[string][]string{}
+	for name, r := range map[string]*Server{"r1": r1, "r2": r2} {
+		stop := r.WatchFound(func(p string) {
+			mu.Lock()
+			heard[name] = append(heard[name], p)
+			mu.Unlock()
+		})
+		defer stop()
+	}
+	ctx := context.Background()
+	list := func(r *Server, principal string) []string {
+		t.Helper()
+		res, err := modernCall(r, ctx, principal, "tools/list", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return toolNamesOf(t, res.Body)
+	}
+
+	if _, err := modernCall(r1, ctx, "bob", "tools/call", `{"name":"mcp__mcpgw__search_tools","arguments":{"query":"weather forecast city","limit":1}}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(r2, "bob"); !slices.Contains(got, "mcp__weather__forecast") {
+		t.Fatalf("bob's list on r2 = %v, want the find made through r1", got)
+	}
+	if got := list(r2, "carol"); slices.Contains(got, "mcp__weather__forecast") {
+		t.Fatalf("carol's list on r2 has bob's find: %v", got)
+	}
+	mu.Lock()
+	if d := cmp.Diff(map[string][]string{"r1": {"bob"}, "r2": {"bob"}}, heard); d != "" {
+		t.Errorf("watchers heard (-want +got):\n%s", d)
+	}
+	mu.Unlock()
+
+	// The same search again: stored, not announced.
+	if _, err := modernCall(r2, ctx, "bob", "tools/call", `{"name":"mcp__mcpgw__search_tools","arguments":{"query":"weather forecast city","limit":1}}`); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if n := len(heard["r1"]) + len(heard["r2"]); n != 2 {
+		t.Errorf("a search that found nothing new was announced: %v", heard)
+	}
+	mu.Unlock()
+	if finds.puts != 2 {
+		t.Errorf("%d puts, want 2 (each search extends the finds' life)", finds.puts)
+	}
+
+	// A session's finds stay in the replica that holds it.
+	if _, err := r1.Handle(ctx, &Request{Method: "tools/call", Principal: "bob", Session: "sess-1", Client: Client{ProtocolVersion: "2025-11-25"},
+		Params: json.RawMessage(`{"name":"mcp__mcpgw__search_tools","arguments":{"query":"open a new issue","limit":1}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if finds.puts != 2 {
+		t.Errorf("a session's search wrote to the store")
+	}
+
+	// The store fails: r1 keeps what it knew and what is found through it.
+	finds.mu.Lock()
+	finds.fail = true
+	finds.mu.Unlock()
+	if _, err := modernCall(r1, ctx, "bob", "tools/call", `{"name":"mcp__mcpgw__search_tools","arguments":{"query":"pull requests of a repository","limit":1}}`); err != nil {
+		t.Fatal(err)
+	}
+	got := list(r1, "bob")
+	for _, want := range []string{"mcp__weather__forecast", "mcp__github__list_pull_requests"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("bob's list on r1 with the store down = %v, want %s", got, want)
+		}
+	}
+	mu.Lock()
+	if d := cmp.Diff([]string{"bob", "bob"}, heard["r1"]); d != "" {
+		t.Errorf("r1's watchers with the store down (-want +got):\n%s", d)
+	}
+	mu.Unlock()
 }

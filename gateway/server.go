@@ -133,6 +133,12 @@ type Options struct {
 	// beyond the process; the dedup window stays in memory. If nil, the
 	// last 1000 are kept in memory only, numbered from 1 in each process.
 	Events EventStore
+	// Finds keeps what 2026-07-28 clients found in search mode, per
+	// principal, for every replica (a cluster's shared store): their
+	// tools/list is then the same whichever replica answers, and
+	// FoundElsewhere hears another replica's finds. If nil, each process
+	// keeps its own in memory.
+	Finds FindStore
 	// ACL says which callers (Request.Principal and Request.Groups) may use
 	// which tools, prompts and resources: the lists show a caller only
 	// what it may use, and a tools/call (a task too), prompts/get,
@@ -400,6 +406,10 @@ func New(opts Options) (*Server, error) {
 	cancel()
 	s.tasks.bg.Add(1)
 	go s.purgeTasks()
+	if opts.Finds != nil {
+		s.bg.Add(1)
+		go s.purgeFinds()
+	}
 	return s, nil
 }
 
@@ -737,7 +747,7 @@ func (s *Server) handle(ctx context.Context, req *Request) (*Result, error) {
 			return nil, err
 		}
 		if exposure == config.ExposureSearch {
-			return s.searchList(req)
+			return s.searchList(ctx, req)
 		}
 		return s.serveList(req, "tools/list", s.cat.Load().tools)
 	case "prompts/list":

@@ -21,10 +21,10 @@ const (
 	followSafety = 10 * time.Second
 )
 
-// serverWatcher is a store that announces changes of its server records
-// (store.Postgres).
+// serverWatcher is a store that announces changes of its server records,
+// and of the tools 2026-07-28 clients found (store.Postgres).
 type serverWatcher interface {
-	WatchServers(ctx context.Context, changed func()) error
+	Watch(ctx context.Context, w store.Watchers) error
 }
 
 // registered parses a server record of the admin API, as the admin API
@@ -85,15 +85,23 @@ func (r *reloader) follow(ctx context.Context) {
 	}
 }
 
-// watch wakes follow at each change w announces, listening again a second
-// after the connection fails, until ctx ends.
+// watch wakes follow at each change of the server records w announces,
+// and tells the core of each principal's new finds, listening again a
+// second after the connection fails, until ctx ends.
 func (r *reloader) watch(ctx context.Context, w serverWatcher, wake chan<- struct{}) {
 	for ctx.Err() == nil {
-		err := w.WatchServers(ctx, func() {
-			select {
-			case wake <- struct{}{}:
-			default: // a sync is due already
-			}
+		err := w.Watch(ctx, store.Watchers{
+			Servers: func() {
+				select {
+				case wake <- struct{}{}:
+				default: // a sync is due already
+				}
+			},
+			Finds: func(owner string) {
+				if r.core != nil {
+					r.core.FoundElsewhere(owner)
+				}
+			},
 		})
 		if ctx.Err() != nil {
 			return

@@ -174,6 +174,11 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		undo = append(undo, leave)
 		logger.Info("joined the cluster", "replica", id, "self_url", cfg.Cluster.SelfURL)
 	}
+	var finds gateway.FindStore
+	if cfg.Cluster.Enabled {
+		// Any replica may answer a 2026-07-28 client's tools/list.
+		finds = db
+	}
 	core, err = gateway.New(gateway.Options{
 		Accounts:            &reviving{oc: accounts, mgr: mgr, last: map[string]time.Time{}},
 		Replica:             replicaName(replicas),
@@ -182,6 +187,7 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		PublicURL:           cfg.PublicURL,
 		Tasks:               db,
 		Events:              db,
+		Finds:               finds,
 		ACL:                 cfg.ACL,
 		TaskConfig:          cfg.Tasks,
 		Upstreams:           mgr,
@@ -466,6 +472,7 @@ type database interface {
 	DeleteIdleSessions(context.Context, time.Time) (int, error)
 	cluster.Registry
 	oauthclient.Store
+	gateway.FindStore
 	Ping(context.Context) error
 	Close() error
 }

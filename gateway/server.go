@@ -135,9 +135,10 @@ type Options struct {
 	Events EventStore
 	// Finds keeps what 2026-07-28 clients found in search mode, per
 	// principal, for every replica (a cluster's shared store): their
-	// tools/list is then the same whichever replica answers, and
-	// FoundElsewhere hears another replica's finds. If nil, each process
-	// keeps its own in memory.
+	// tools/list is then the same whichever replica answers. The store
+	// must announce each changed record to every replica, this one too,
+	// whose FoundElsewhere tells the principal's listen streams. If nil,
+	// each process keeps its own in memory.
 	Finds FindStore
 	// ACL says which callers (Request.Principal and Request.Groups) may use
 	// which tools, prompts and resources: the lists show a caller only

@@ -175,8 +175,9 @@ func newParts(cfg *config.Config, logger *slog.Logger, tel *telemetry.Telemetry)
 		logger.Info("joined the cluster", "replica", id, "self_url", cfg.Cluster.SelfURL)
 	}
 	var finds gateway.FindStore
-	if cfg.Cluster.Enabled {
-		// Any replica may answer a 2026-07-28 client's tools/list.
+	if _, announces := db.(serverWatcher); cfg.Cluster.Enabled && announces {
+		// Any replica may answer a 2026-07-28 client's tools/list, and
+		// the store tells every replica of a principal's new finds.
 		finds = db
 	}
 	core, err = gateway.New(gateway.Options{

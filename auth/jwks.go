@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -399,13 +398,4 @@ func maxAge(h http.Header) time.Duration {
 		}
 	}
 	return min(max(d, MinJWKSMaxAge), MaxJWKSMaxAge)
-}
-
-// isLoopback reports whether host names this machine.
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

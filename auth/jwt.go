@@ -277,7 +277,7 @@ func checkFetchURL(s string) error {
 func checkFetchScheme(u *url.URL) error {
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && config.IsLoopback(u.Hostname()):
 	default:
 		return errors.New("must be https (or http on a loopback host)")
 	}

@@ -102,7 +102,7 @@ func validateOAuth(s *Server, path string, add func(path, format string, args ..
 		switch {
 		case err != nil || pu.Host == "":
 			add(join(p, "client_metadata_url"), "is not an absolute URL")
-		case pu.Scheme != "https" && !isLoopback(pu.Hostname()):
+		case pu.Scheme != "https" && !IsLoopback(pu.Hostname()):
 			add(join(p, "client_metadata_url"), "must be an https URL: a client ID metadata document is fetched by the authorization server")
 		case pu.Path == "" || pu.Path == "/":
 			add(join(p, "client_metadata_url"), "needs a path: a client ID metadata document URL names a document, not a site")

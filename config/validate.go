@@ -894,14 +894,15 @@ func checkServerURL(s string) string {
 		return "must start with http:// or https://"
 	case u.Hostname() == "":
 		return "has no host"
-	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+	case u.Scheme == "http" && !IsLoopback(u.Hostname()):
 		return "must use https unless the host is loopback (localhost, 127.0.0.0/8, ::1), so the api_key and headers do not cross the network in the clear"
 	}
 	return ""
 }
 
-// isLoopback reports whether host is localhost or a loopback address.
-func isLoopback(host string) bool {
+// IsLoopback reports whether host (a URL's Hostname: no port, no
+// brackets) is localhost or a loopback address.
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
@@ -1173,7 +1174,7 @@ func checkHTTPSURL(s string) string {
 	}
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && IsLoopback(u.Hostname()):
 	default:
 		return fmt.Sprintf("%q must be https (or http on a loopback host)", s)
 	}

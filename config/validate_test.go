@@ -452,3 +452,25 @@ func TestConfig_Warnings(t *testing.T) {
 		})
 	}
 }
+
+func TestIsLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		want bool
+	}{
+		{"localhost", true},
+		{"LocalHost", true},
+		{"127.0.0.1", true},
+		{"127.8.9.10", true},
+		{"::1", true},
+		{"localhost.example.com", false},
+		{"10.0.0.1", false},
+		{"::", false},
+		{"[::1]", false}, // a Hostname has no brackets
+		{"", false},
+	} {
+		if got := IsLoopback(tc.host); got != tc.want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", tc.host, got, tc.want)
+		}
+	}
+}

@@ -217,18 +217,10 @@ func checkHTTPSOrLoopback(s string) error {
 		return errors.New("not an absolute URL")
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && config.IsLoopback(u.Hostname()):
 		return nil
 	}
 	return errors.New("not https (only a loopback host may use http)")
-}
-
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
-	return err == nil && ip.IsLoopback()
 }
 
 // safeURL is u without its query, for errors.

@@ -463,22 +463,13 @@ func (s *Server) FoundElsewhere(owner string) {
 // until Close.
 func (s *Server) purgeFinds() {
 	defer s.bg.Done()
-	t := time.NewTicker(purgeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.life.Done():
-			return
-		case now := <-t.C:
-			ctx, cancel := context.WithTimeout(s.life, 30*time.Second)
-			if n, err := s.opts.Finds.DeleteExpiredFinds(ctx, now); err != nil {
-				s.logger.Warn("purging expired found tools failed", "err", err)
-			} else if n > 0 {
-				s.logger.Debug("purged expired found tools", "count", n)
-			}
-			cancel()
+	s.everyPurge(func(ctx context.Context, now time.Time) {
+		if n, err := s.opts.Finds.DeleteExpiredFinds(ctx, now); err != nil {
+			s.logger.Warn("purging expired found tools failed", "err", err)
+		} else if n > 0 {
+			s.logger.Debug("purged expired found tools", "count", n)
 		}
-	}
+	})
 }
 
 // WatchFound calls fn when a principal's 2026-07-28 clients found tools

@@ -1125,6 +1125,31 @@ func (s *Server) recoverTasks(ctx context.Context) {
 // purgeTasks deletes expired task records, every purgeInterval until Close.
 func (s *Server) purgeTasks() {
 	defer s.tasks.bg.Done()
+	s.everyPurge(func(ctx context.Context, now time.Time) {
+		if n, err := s.opts.Tasks.DeleteExpiredTasks(ctx, now); err != nil {
+			s.logger.Warn("purging expired tasks failed", "err", err)
+		} else if n > 0 {
+			s.logger.Debug("purged expired tasks", "count", n)
+		}
+		// Forget what the process holds for tasks whose record is gone
+		// (a relayed task nobody polled to its end).
+		s.tasks.mu.Lock()
+		ids := make([]string, 0, len(s.tasks.live))
+		for id := range s.tasks.live {
+			ids = append(ids, id)
+		}
+		s.tasks.mu.Unlock()
+		for _, id := range ids {
+			if _, err := s.opts.Tasks.GetTask(ctx, id); errors.Is(err, store.ErrNotFound) {
+				s.taskEnded(store.Task{ID: id})
+			}
+		}
+	})
+}
+
+// everyPurge calls purge every purgeInterval, with a context bounded to
+// 30 s, until Close.
+func (s *Server) everyPurge(purge func(ctx context.Context, now time.Time)) {
 	t := time.NewTicker(purgeInterval)
 	defer t.Stop()
 	for {
@@ -1133,24 +1158,7 @@ func (s *Server) purgeTasks() {
 			return
 		case now := <-t.C:
 			ctx, cancel := context.WithTimeout(s.life, 30*time.Second)
-			if n, err := s.opts.Tasks.DeleteExpiredTasks(ctx, now); err != nil {
-				s.logger.Warn("purging expired tasks failed", "err", err)
-			} else if n > 0 {
-				s.logger.Debug("purged expired tasks", "count", n)
-			}
-			// Forget what the process holds for tasks whose record is gone
-			// (a relayed task nobody polled to its end).
-			s.tasks.mu.Lock()
-			ids := make([]string, 0, len(s.tasks.live))
-			for id := range s.tasks.live {
-				ids = append(ids, id)
-			}
-			s.tasks.mu.Unlock()
-			for _, id := range ids {
-				if _, err := s.opts.Tasks.GetTask(ctx, id); errors.Is(err, store.ErrNotFound) {
-					s.taskEnded(store.Task{ID: id})
-				}
-			}
+			purge(ctx, now)
 			cancel()
 		}
 	}

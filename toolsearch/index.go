@@ -2,6 +2,7 @@ package toolsearch
 
 import (
 	"bytes"
+	"container/heap"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -482,11 +483,11 @@ func (sn *snapshot) search(terms []string, limit int, visible func(string) bool)
 	// Take the best candidates off a heap until limit of them are
 	// visible: a common word makes thousands of candidates, of which a
 	// handful are wanted.
-	h := candHeap{sn: sn, c: cands}
-	h.init()
+	h := &candHeap{sn: sn, c: cands}
+	heap.Init(h)
 	hits := make([]Hit, 0, min(limit, len(cands)))
 	for len(hits) < limit && len(h.c) > 0 {
-		c := h.pop()
+		c := heap.Pop(h).(cand)
 		s, d := sn.doc(c.k)
 		if visible != nil && !visible(d.name) {
 			continue
@@ -508,13 +509,19 @@ func (sn *snapshot) doc(k int32) (*segment, *doc) {
 	return s, &s.docs[int(k)-sn.base[i]]
 }
 
-// candHeap orders candidates best first: higher score, then name.
+// candHeap orders candidates best first (container/heap): higher score,
+// then name.
 type candHeap struct {
 	sn *snapshot
 	c  []cand
 }
 
-func (h *candHeap) before(a, b cand) bool {
+func (h *candHeap) Len() int      { return len(h.c) }
+func (h *candHeap) Swap(i, j int) { h.c[i], h.c[j] = h.c[j], h.c[i] }
+func (h *candHeap) Push(x any)    { h.c = append(h.c, x.(cand)) }
+
+func (h *candHeap) Less(i, j int) bool {
+	a, b := h.c[i], h.c[j]
 	if a.score != b.score {
 		return a.score > b.score
 	}
@@ -523,34 +530,8 @@ func (h *candHeap) before(a, b cand) bool {
 	return da.name < db.name
 }
 
-func (h *candHeap) init() {
-	for i := len(h.c)/2 - 1; i >= 0; i-- {
-		h.down(i)
-	}
-}
-
-func (h *candHeap) pop() cand {
-	top := h.c[0]
-	last := len(h.c) - 1
-	h.c[0] = h.c[last]
-	h.c = h.c[:last]
-	h.down(0)
-	return top
-}
-
-func (h *candHeap) down(i int) {
-	for {
-		best := i
-		if l := 2*i + 1; l < len(h.c) && h.before(h.c[l], h.c[best]) {
-			best = l
-		}
-		if r := 2*i + 2; r < len(h.c) && h.before(h.c[r], h.c[best]) {
-			best = r
-		}
-		if best == i {
-			return
-		}
-		h.c[i], h.c[best] = h.c[best], h.c[i]
-		i = best
-	}
+func (h *candHeap) Pop() any {
+	last := h.c[len(h.c)-1]
+	h.c = h.c[:len(h.c)-1]
+	return last
 }
